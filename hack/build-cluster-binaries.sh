@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds every binary of the local test cluster from official Go modules, once.
+# Output: $RESTARTER_CACHE/k8s-<version>/bin (default ~/.cache/restarter/...).
+# A second run finds the binaries and builds nothing.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$HERE/versions.env"
+
+CACHE="${RESTARTER_CACHE:-$HOME/.cache/restarter}"
+BIN="$CACHE/k8s-$KUBERNETES_VERSION/bin"
+mkdir -p "$BIN"
+export GOFLAGS="${GOFLAGS:--buildvcs=false}"
+export CGO_ENABLED=0
+
+minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
+k8s_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION \
+ -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor \
+ -X k8s.io/client-go/pkg/version.gitVersion=$KUBERNETES_VERSION \
+ -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+
+need() { [[ -x "$BIN/$1" ]] && { echo "cached: $BIN/$1"; return 1; }; echo "building: $1"; return 0; }
+
+for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  if need "$cmd"; then
+    (cd "$HERE/tools/kubernetes" && go build -trimpath -ldflags "$k8s_ldflags" -o "$BIN/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd")
+    mv "$BIN/$cmd.tmp" "$BIN/$cmd"
+  fi
+done
+
+if need etcd; then
+  (cd "$HERE/tools/etcd" && go build -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" go.etcd.io/etcd/server/v3)
+  mv "$BIN/etcd.tmp" "$BIN/etcd"
+fi
+
+if need kwok; then
+  GOBIN="$BIN" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+fi
+
+if need helm; then
+  hminor="${KUBERNETES_VERSION#v1.}"; hminor="${hminor%%.*}"
+  GOBIN="$BIN" go install -trimpath -ldflags "-s -w \
+    -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION \
+    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 \
+    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$hminor" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+fi
+
+echo "$BIN"

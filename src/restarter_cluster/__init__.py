@@ -1,0 +1,1 @@
+"""A local Kubernetes control plane for restarter's tests and demo (development only)."""

@@ -1,0 +1,66 @@
+"""Where the control-plane binaries are: a user's own directory, or the project's build cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: Every binary the local cluster and the tests run.
+REQUIRED = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+    "kwok",
+    "helm",
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+VERSIONS_FILE = REPO_ROOT / "hack" / "versions.env"
+BUILD_SCRIPT = REPO_ROOT / "hack" / "build-cluster-binaries.sh"
+
+
+class MissingBinaries(RuntimeError):
+    """Raised when a binary is in none of the searched directories."""
+
+
+def pinned_versions() -> dict[str, str]:
+    """The versions pinned in hack/versions.env."""
+    versions: dict[str, str] = {}
+    for line in VERSIONS_FILE.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            versions[key] = value
+    return versions
+
+
+def cache_dir() -> Path:
+    """The directory hack/build-cluster-binaries.sh writes to."""
+    base = Path(os.environ.get("RESTARTER_CACHE", Path.home() / ".cache" / "restarter"))
+    return base / f"k8s-{pinned_versions()['KUBERNETES_VERSION']}" / "bin"
+
+
+def search_path() -> list[Path]:
+    """Directories searched in order: $RESTARTER_K8S_BIN, $KUBEBUILDER_ASSETS, the cache."""
+    dirs = [os.environ.get("RESTARTER_K8S_BIN"), os.environ.get("KUBEBUILDER_ASSETS")]
+    return [Path(d) for d in dirs if d] + [cache_dir()]
+
+
+def locate() -> dict[str, Path]:
+    """Map every required binary name to an executable path, or raise MissingBinaries."""
+    found: dict[str, Path] = {}
+    for name in REQUIRED:
+        for directory in search_path():
+            candidate = directory / name
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                found[name] = candidate
+                break
+    missing = [name for name in REQUIRED if name not in found]
+    if missing:
+        raise MissingBinaries(
+            f"missing {', '.join(missing)} in {', '.join(map(str, search_path()))}; "
+            f"build them once with {BUILD_SCRIPT}"
+        )
+    return found

@@ -1,0 +1,87 @@
+"""``restarter-cluster up|down|env|status``: the local control plane from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from restarter_cluster.binaries import MissingBinaries
+from restarter_cluster.cluster import STATE_FILE, Cluster, ClusterError, _alive
+
+DEFAULT_DIR = Path(os.environ.get("RESTARTER_CLUSTER_DIR",
+                                  Path(tempfile.gettempdir()) / "restarter-cluster"))
+
+
+def _up(args: argparse.Namespace) -> int:
+    directory: Path = args.dir
+    if (directory / STATE_FILE).exists():
+        running = Cluster.attach(directory)
+        if running.pids and all(_alive(pid) for pid in running.pids.values()):
+            print(f"already running; export KUBECONFIG={running.kubeconfig}")
+            return 0
+        running.down()
+    shutil.rmtree(directory, ignore_errors=True)
+    started = time.monotonic()
+    cluster = Cluster(directory=directory, nodes=args.nodes).up(timeout=args.timeout)
+    print(f"control plane ready in {time.monotonic() - started:.1f}s: {cluster.server}, "
+          f"{cluster.nodes} kwok nodes")
+    print(f"export KUBECONFIG={cluster.kubeconfig}")
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    directory: Path = args.dir
+    if not (directory / STATE_FILE).exists():
+        print(f"nothing running in {directory}")
+        return 0
+    Cluster.attach(directory).down()
+    if not args.keep:
+        shutil.rmtree(directory, ignore_errors=True)
+    print("stopped")
+    return 0
+
+
+def _env(args: argparse.Namespace) -> int:
+    cluster = Cluster.attach(args.dir)
+    for key, value in cluster.env().items():
+        print(f"export {key}={value}")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    cluster = Cluster.attach(args.dir)
+    states = {name: _alive(pid) for name, pid in cluster.pids.items()}
+    print(json.dumps({"server": cluster.server, "running": states}, indent=2))
+    return 0 if states and all(states.values()) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="restarter-cluster", description=__doc__)
+    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR,
+                        help=f"state directory (default {DEFAULT_DIR}, or $RESTARTER_CLUSTER_DIR)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start etcd, apiserver, controller-manager, scheduler, kwok")
+    up.add_argument("--nodes", type=int, default=2, help="simulated nodes (default 2)")
+    up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for readiness")
+    up.set_defaults(run=_up)
+    down = sub.add_parser("down", help="stop every process and delete the state directory")
+    down.add_argument("--keep", action="store_true", help="keep the directory (logs)")
+    down.set_defaults(run=_down)
+    sub.add_parser("env", help="print export KUBECONFIG=...").set_defaults(run=_env)
+    sub.add_parser("status", help="show which components run").set_defaults(run=_status)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except (MissingBinaries, ClusterError, FileNotFoundError) as error:
+        print(f"restarter-cluster: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
