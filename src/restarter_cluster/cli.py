@@ -14,8 +14,9 @@ from pathlib import Path
 from restarter_cluster.binaries import MissingBinaries
 from restarter_cluster.cluster import STATE_FILE, Cluster, ClusterError, _alive
 
-DEFAULT_DIR = Path(os.environ.get("RESTARTER_CLUSTER_DIR",
-                                  Path(tempfile.gettempdir()) / "restarter-cluster"))
+DEFAULT_DIR = Path(
+    os.environ.get("RESTARTER_CLUSTER_DIR", Path(tempfile.gettempdir()) / "restarter-cluster")
+)
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -29,8 +30,10 @@ def _up(args: argparse.Namespace) -> int:
     shutil.rmtree(directory, ignore_errors=True)
     started = time.monotonic()
     cluster = Cluster(directory=directory, nodes=args.nodes).up(timeout=args.timeout)
-    print(f"control plane ready in {time.monotonic() - started:.1f}s: {cluster.server}, "
-          f"{cluster.nodes} kwok nodes")
+    print(
+        f"control plane ready in {time.monotonic() - started:.1f}s: {cluster.server}, "
+        f"{cluster.nodes} kwok nodes"
+    )
     print(f"export KUBECONFIG={cluster.kubeconfig}")
     return 0
 
@@ -63,8 +66,12 @@ def _status(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="restarter-cluster", description=__doc__)
-    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR,
-                        help=f"state directory (default {DEFAULT_DIR}, or $RESTARTER_CLUSTER_DIR)")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=DEFAULT_DIR,
+        help=f"state directory (default {DEFAULT_DIR}, or $RESTARTER_CLUSTER_DIR)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start etcd, apiserver, controller-manager, scheduler, kwok")
     up.add_argument("--nodes", type=int, default=2, help="simulated nodes (default 2)")

@@ -66,8 +66,9 @@ class Cluster:
     def attach(cls, directory: Path) -> Cluster:
         """Load the handle of a cluster started earlier (by another process)."""
         state = json.loads((directory / STATE_FILE).read_text())
-        return cls(directory=directory, nodes=state["nodes"], ports=state["ports"],
-                   pids=state["pids"])
+        return cls(
+            directory=directory, nodes=state["nodes"], ports=state["ports"], pids=state["pids"]
+        )
 
     def up(self, timeout: float = 120.0) -> Cluster:
         """Start every component, wait until nodes are Ready; on failure stop what started."""
@@ -75,8 +76,10 @@ class Cluster:
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / "logs").mkdir(exist_ok=True)
         certs = pki.generate(self.pki_dir)
-        self.ports = {name: _free_port() for name in
-                      ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok")}
+        self.ports = {
+            name: _free_port()
+            for name in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok")
+        }
         self._write_kubeconfig(certs)
         deadline = time.monotonic() + timeout
         try:
@@ -103,15 +106,24 @@ class Cluster:
             self._save()
 
     def _save(self) -> None:
-        state = {"nodes": self.nodes, "ports": self.ports, "pids": self.pids,
-                 "kubeconfig": str(self.kubeconfig), "server": self.server}
+        state = {
+            "nodes": self.nodes,
+            "ports": self.ports,
+            "pids": self.pids,
+            "kubeconfig": str(self.kubeconfig),
+            "server": self.server,
+        }
         (self.directory / STATE_FILE).write_text(json.dumps(state, indent=2))
 
     def _start(self, name: str, args: list[str]) -> None:
         log = self.log(name).open("ab")
         process = subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, cwd=self.directory,
+            args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=self.directory,
         )
         log.close()
         self.pids[name] = process.pid
@@ -129,18 +141,25 @@ class Cluster:
         client = f"http://127.0.0.1:{self.ports['etcd']}"
         peer = f"http://127.0.0.1:{self.ports['etcd-peer']}"
         return [
-            str(bins["etcd"]), "--name=local", f"--data-dir={self.directory / 'etcd'}",
-            f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
-            f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
-            f"--initial-cluster=local={peer}", "--unsafe-no-fsync=true",
-            "--listen-metrics-urls=", "--log-level=warn",
+            str(bins["etcd"]),
+            "--name=local",
+            f"--data-dir={self.directory / 'etcd'}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=local={peer}",
+            "--unsafe-no-fsync=true",
+            "--listen-metrics-urls=",
+            "--log-level=warn",
         ]
 
     def _apiserver_args(self, bins: dict[str, Path], certs: pki.Pki) -> list[str]:
         return [
             str(bins["kube-apiserver"]),
             f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
             f"--secure-port={self.ports['apiserver']}",
             f"--cert-dir={self.directory / 'apiserver-certs'}",
             f"--tls-cert-file={certs.serving_cert}",
@@ -161,7 +180,8 @@ class Cluster:
             str(bins["kube-controller-manager"]),
             f"--kubeconfig={self.kubeconfig}",
             "--leader-elect=false",
-            "--bind-address=127.0.0.1", f"--secure-port={self.ports['kcm']}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={self.ports['kcm']}",
             f"--service-account-private-key-file={certs.sa_key}",
             f"--root-ca-file={certs.ca_cert}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
@@ -175,7 +195,8 @@ class Cluster:
             str(bins["kube-scheduler"]),
             f"--kubeconfig={self.kubeconfig}",
             "--leader-elect=false",
-            "--bind-address=127.0.0.1", f"--secure-port={self.ports['scheduler']}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={self.ports['scheduler']}",
             "--profiling=false",
             "--v=1",
         ]
@@ -201,11 +222,21 @@ class Cluster:
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "local", "cluster": {
-                "server": self.server, "certificate-authority": str(certs.ca_cert)}}],
-            "users": [{"name": "admin", "user": {
-                "client-certificate": str(certs.admin_cert),
-                "client-key": str(certs.admin_key)}}],
+            "clusters": [
+                {
+                    "name": "local",
+                    "cluster": {"server": self.server, "certificate-authority": str(certs.ca_cert)},
+                }
+            ],
+            "users": [
+                {
+                    "name": "admin",
+                    "user": {
+                        "client-certificate": str(certs.admin_cert),
+                        "client-key": str(certs.admin_key),
+                    },
+                }
+            ],
             "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin"}}],
             "current-context": "local",
         }
@@ -225,8 +256,7 @@ class Cluster:
 
     def _wait_apiserver(self, deadline: float) -> None:
         context = self._ssl_context()
-        self._poll(lambda: _http_ok(f"{self.server}/readyz", context), "kube-apiserver",
-                   deadline)
+        self._poll(lambda: _http_ok(f"{self.server}/readyz", context), "kube-apiserver", deadline)
 
     def _poll(self, check: object, what: str, deadline: float) -> None:
         assert callable(check)
@@ -237,32 +267,44 @@ class Cluster:
             time.sleep(0.2)
         raise ClusterError(f"{what} not ready in time; see {self.directory / 'logs'}")
 
-    def kubectl(self, *args: str, check: bool = True, input: str | None = None,
-                timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self, *args: str, check: bool = True, input: str | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
         """Run the pinned kubectl against this cluster as admin."""
         bins = binaries.locate()
         return subprocess.run(
             [str(bins["kubectl"]), f"--kubeconfig={self.kubeconfig}", *args],
-            check=check, capture_output=True, text=True, input=input, timeout=timeout,
+            check=check,
+            capture_output=True,
+            text=True,
+            input=input,
+            timeout=timeout,
         )
 
     def _create_nodes(self, bins: dict[str, Path]) -> None:
         key, value = KWOK_NODE_ANNOTATION
         documents = []
         for index in range(self.nodes):
-            documents.append({
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": {
-                    "name": f"kwok-node-{index}",
-                    "annotations": {key: value, "node.alpha.kubernetes.io/ttl": "0"},
-                    "labels": {"type": "kwok", "kubernetes.io/hostname": f"kwok-node-{index}",
-                               "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"},
-                },
-                "status": {
-                    "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "5000"},
-                    "capacity": {"cpu": "64", "memory": "256Gi", "pods": "5000"},
-                },
-            })
+            documents.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {
+                        "name": f"kwok-node-{index}",
+                        "annotations": {key: value, "node.alpha.kubernetes.io/ttl": "0"},
+                        "labels": {
+                            "type": "kwok",
+                            "kubernetes.io/hostname": f"kwok-node-{index}",
+                            "kubernetes.io/os": "linux",
+                            "kubernetes.io/arch": "amd64",
+                        },
+                    },
+                    "status": {
+                        "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "5000"},
+                        "capacity": {"cpu": "64", "memory": "256Gi", "pods": "5000"},
+                    },
+                }
+            )
         self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(documents))
 
     def _wait_ready(self, bins: dict[str, Path], deadline: float) -> None:
@@ -271,9 +313,14 @@ class Cluster:
             if out.returncode != 0:
                 return False
             items = json.loads(out.stdout)["items"]
-            ready = [n for n in items if any(
-                c["type"] == "Ready" and c["status"] == "True"
-                for c in n.get("status", {}).get("conditions", []))]
+            ready = [
+                n
+                for n in items
+                if any(
+                    c["type"] == "Ready" and c["status"] == "True"
+                    for c in n.get("status", {}).get("conditions", [])
+                )
+            ]
             return len(ready) >= self.nodes
 
         def default_service_account() -> bool:

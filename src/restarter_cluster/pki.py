@@ -76,9 +76,15 @@ def _sign(
     if ca:
         builder = builder.add_extension(
             x509.KeyUsage(
-                digital_signature=True, key_cert_sign=True, crl_sign=True,
-                content_commitment=False, key_encipherment=False, data_encipherment=False,
-                key_agreement=False, encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
@@ -135,9 +141,7 @@ def generate(directory: Path) -> Pki:
 
     admin_key = _key()
     _write_key(pki.admin_key, admin_key)
-    _write_cert(
-        pki.admin_cert, _sign(_name("admin", "system:masters"), admin_key, ca_name, ca_key)
-    )
+    _write_cert(pki.admin_cert, _sign(_name("admin", "system:masters"), admin_key, ca_name, ca_key))
 
     sa_key = _key()
     _write_key(pki.sa_key, sa_key)

@@ -1,0 +1,5 @@
+import sys
+
+from restarter.main import main
+
+sys.exit(main())

@@ -1,0 +1,166 @@
+"""What to do and what to patch: pure functions of objects, settings and ``now``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from restarter import keys
+from restarter.checksums import checksum
+from restarter.schedule import DailyWindow, ScheduleError, earliest, is_due
+from restarter.settings import Settings
+
+
+class Change(enum.Enum):
+    BASELINE = "baseline"  # first sight: record the checksum, restart nothing
+    UNCHANGED = "unchanged"
+    CHANGED = "changed"
+
+
+def classify(secret: Mapping[str, Any]) -> tuple[Change, str]:
+    """Compare the Secret's data with the checksum it carries; return the new checksum too."""
+    current = checksum(secret.get("data"))
+    recorded = (secret.get("metadata", {}).get("annotations") or {}).get(keys.CHECKSUM)
+    if recorded is None:
+        return Change.BASELINE, current
+    return (Change.UNCHANGED if recorded == current else Change.CHANGED), current
+
+
+def stamp_patch(kind: str, name: str, seen: dt.datetime, window: DailyWindow) -> dict[str, Any]:
+    """Merge patch marking a workload as pending for the named source."""
+    return {
+        "metadata": {
+            "annotations": {
+                keys.pending_key(kind, name): str(int(seen.timestamp())),
+                keys.window_key(kind, name): window.label,
+            }
+        }
+    }
+
+
+def checksum_patch(value: str) -> dict[str, Any]:
+    return {"metadata": {"annotations": {keys.CHECKSUM: value}}}
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One pending source on a workload, as read back from its annotations."""
+
+    token: str
+    since: int | None
+    window: str | None
+
+
+_MARK_SLOTS = ((keys.PENDING_RESTART + "/", "since"), (keys.RESTART_AT + "/", "window"))
+
+
+def pending_marks(annotations: Mapping[str, str] | None) -> list[Mark]:
+    tokens: dict[str, dict[str, str]] = {}
+    for key, value in (annotations or {}).items():
+        for prefix, slot in _MARK_SLOTS:
+            if key.startswith(prefix):
+                tokens.setdefault(key[len(prefix) :], {})[slot] = value
+    marks = []
+    for token, slots in sorted(tokens.items()):
+        since = slots.get("since")
+        marks.append(
+            Mark(token, int(since) if since and since.isdigit() else None, slots.get("window"))
+        )
+    return marks
+
+
+def has_pending(annotations: Mapping[str, str] | None) -> bool:
+    """True when the workload carries any pending mark (the timer's filter)."""
+    return any(key.startswith(keys.PENDING_RESTART + "/") for key in (annotations or {}))
+
+
+class Action(enum.Enum):
+    WAIT = "wait"
+    RESTART = "restart"
+    PAUSED = "paused"
+    INVALID = "invalid"
+
+
+@dataclass(frozen=True)
+class RestartDecision:
+    action: Action
+    patch: dict[str, Any] = field(default_factory=dict)
+    next_start: dt.datetime | None = None
+    sources: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+
+
+def _last_restart(annotations: Mapping[str, str]) -> dt.datetime | None:
+    value = annotations.get(keys.RESTART_TS, "")
+    if not value.isdigit():
+        return None
+    return dt.datetime.fromtimestamp(int(value), dt.UTC)
+
+
+def decide_restart(
+    workload: Mapping[str, Any], settings: Settings, now: dt.datetime
+) -> RestartDecision:
+    """Restart now, wait, or report why not; the patch is one atomic merge patch."""
+    metadata = workload.get("metadata", {})
+    annotations = metadata.get("annotations") or {}
+    marks = pending_marks(annotations)
+    sources = tuple(mark.token for mark in marks)
+    windows: list[DailyWindow] = []
+    problems: list[str] = []
+    for mark in marks:
+        try:
+            windows.append(
+                DailyWindow.parse(mark.window or "", settings.window_length, settings.zone)
+            )
+        except ScheduleError as error:
+            problems.append(f"{mark.token}: {error}")
+    if not windows:
+        return RestartDecision(Action.INVALID, sources=sources, problems=tuple(problems))
+    next_start = earliest(windows, now).next_start(now)
+    last = _last_restart(annotations)
+    if not any(is_due(window, now, last) for window in windows):
+        return RestartDecision(
+            Action.WAIT, next_start=next_start, sources=sources, problems=tuple(problems)
+        )
+    if (workload.get("spec") or {}).get("paused"):
+        return RestartDecision(
+            Action.PAUSED, next_start=next_start, sources=sources, problems=tuple(problems)
+        )
+    return RestartDecision(
+        Action.RESTART,
+        patch=restart_patch(annotations, metadata, now),
+        next_start=next_start,
+        sources=sources,
+        problems=tuple(problems),
+    )
+
+
+def restart_patch(
+    annotations: Mapping[str, str], metadata: Mapping[str, Any], now: dt.datetime
+) -> dict[str, Any]:
+    """restartedAt on the pod template, restart-ts, every mark removed: one request.
+
+    The resourceVersion makes it conditional: a mark stamped after we read the object
+    makes the patch fail (409) rather than be erased unseen.
+    """
+    cleared: dict[str, str | None] = {
+        key: None
+        for key in annotations
+        if key.startswith((keys.PENDING_RESTART + "/", keys.RESTART_AT + "/"))
+    }
+    cleared[keys.RESTART_TS] = str(int(now.timestamp()))
+    return {
+        "metadata": {"resourceVersion": metadata.get("resourceVersion"), "annotations": cleared},
+        "spec": {
+            "template": {
+                "metadata": {
+                    "annotations": {
+                        keys.RESTARTED_AT: now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    }
+                }
+            }
+        },
+    }

@@ -1,0 +1,58 @@
+"""Every label and annotation key restarter reads or writes, under one prefix.
+
+Per-source pending marks are keyed by the source's name. Secret names may be 253
+characters but an annotation name only 63, so a name that does not fit is shortened
+to its first characters plus 12 hex digits of the SHA-256 of the full name (the name
+is not secret). The full name is always in the key for names up to 56 characters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+PREFIX = "restarter.io"
+
+#: Label on a Secret: the daily window start, ``HH.MM`` (24-hour, the operator's zone).
+RESTART_AT_LABEL = "restart-at"
+
+#: Annotation on a Secret: ``sha256:<hex>`` of its data when restarter last acted on it.
+CHECKSUM = f"{PREFIX}/checksum"
+
+#: Annotation prefix on a workload: epoch seconds when a change of the named source was seen.
+PENDING_RESTART = f"pending-restart.{PREFIX}"
+
+#: Annotation prefix on a workload: the window (``HH.MM``) the named source asked for.
+RESTART_AT = f"restart-at.{PREFIX}"
+
+#: Annotation on a workload: epoch seconds of restarter's last restart of it.
+RESTART_TS = f"{PREFIX}/restart-ts"
+
+#: Pod-template annotation that ``kubectl rollout restart`` writes; a change rolls the pods.
+RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+
+#: Finalizer that kopf adds while a workload has a pending timer.
+FINALIZER = f"{PREFIX}/finalizer"
+
+#: kopf's own annotation prefix for progress and diff-base storage.
+KOPF_PREFIX = f"{PREFIX}.kopf"
+
+MAX_NAME = 63
+HASH_DIGITS = 12
+
+
+def source_token(kind: str, name: str) -> str:
+    """The annotation name (after the ``/``) for a source: ``secret.<name>``, shortened to fit."""
+    token = f"{kind}.{name}"
+    if len(token) <= MAX_NAME:
+        return token
+    digest = hashlib.sha256(name.encode()).hexdigest()[:HASH_DIGITS]
+    head = token[: MAX_NAME - HASH_DIGITS - 1].rstrip(".-")
+    return f"{head}-{digest}"
+
+
+def pending_key(kind: str, name: str) -> str:
+    return f"{PENDING_RESTART}/{source_token(kind, name)}"
+
+
+def window_key(kind: str, name: str) -> str:
+    return f"{RESTART_AT}/{source_token(kind, name)}"

@@ -1,0 +1,84 @@
+"""The one module that talks to the Kubernetes API (sync client; kopf runs us in threads)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import kubernetes
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+MERGE_PATCH = "application/merge-patch+json"
+RETRIABLE = frozenset({429, 500, 502, 503, 504})
+ATTEMPTS = 4
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class Conflict(RuntimeError):
+    """The object changed since it was read (HTTP 409); decide again on the next tick."""
+
+
+def load_client() -> kubernetes.client.ApiClient:
+    """In-cluster credentials when running in a pod, else the user's kubeconfig."""
+    try:
+        kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except kubernetes.config.ConfigException:
+        kubernetes.config.load_kube_config()  # type: ignore[no-untyped-call]
+    return kubernetes.client.ApiClient()
+
+
+def _retrying(call: Callable[[], T]) -> T:
+    """Retry transient failures (throttling, 5xx, dropped connections) with back-off."""
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return call()
+        except ApiException as error:
+            if error.status not in RETRIABLE or attempt == ATTEMPTS:
+                raise
+        except urllib3.exceptions.HTTPError:
+            if attempt == ATTEMPTS:
+                raise
+        time.sleep(0.25 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+class Api:
+    """Patches restarter sends; each returns the object as a plain dict, or None if gone."""
+
+    def __init__(self, client: kubernetes.client.ApiClient) -> None:
+        self._client = client
+        self._core = kubernetes.client.CoreV1Api(client)
+        self._apps = kubernetes.client.AppsV1Api(client)
+
+    def _plain(self, obj: Any) -> dict[str, Any]:
+        return dict(self._client.sanitize_for_serialization(obj))  # type: ignore[no-untyped-call]
+
+    def patch_secret(
+        self, namespace: str, name: str, patch: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        result = self._patch(self._core.patch_namespaced_secret, namespace, name, patch)
+        # The response carries the Secret's data: report only that it exists.
+        return None if result is None else {}
+
+    def patch_deployment(
+        self, namespace: str, name: str, patch: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        return self._patch(self._apps.patch_namespaced_deployment, namespace, name, patch)
+
+    def _patch(
+        self, method: Callable[..., Any], namespace: str, name: str, patch: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        try:
+            result = _retrying(lambda: method(name, namespace, patch, _content_type=MERGE_PATCH))
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            if error.status == 409:
+                raise Conflict(f"{namespace}/{name} changed while deciding") from None
+            raise
+        return self._plain(result)

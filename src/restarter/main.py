@@ -1,0 +1,63 @@
+"""``restarter``: load settings, build the handlers, run kopf."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+
+import kopf
+
+from restarter import keys
+from restarter import settings as settings_module
+from restarter.handlers import build_registry
+from restarter.kube import Api, load_client
+from restarter.settings import Settings, SettingsError
+
+
+def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
+    """kopf's settings: server-side label selector, our finalizer, no state on Secrets."""
+    operator = kopf.OperatorSettings()
+    operator.watching.label_selectors["v1", "secrets"] = keys.RESTART_AT_LABEL
+    operator.watching.chunk_size = 500
+    operator.persistence.finalizer = keys.FINALIZER
+    operator.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=keys.KOPF_PREFIX)
+    operator.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=keys.KOPF_PREFIX, key="last-handled-configuration"
+    )
+    operator.posting.reporting_component = "restarter"
+    operator.posting.level = logging.INFO
+    operator.execution.max_workers = 16
+    return operator
+
+
+def _configure_logging(settings: Settings) -> None:
+    log_format = kopf.LogFormat.JSON if settings.log_format == "json" else kopf.LogFormat.FULL
+    kopf.configure(log_format=log_format, log_prefix=True)
+    logging.getLogger().setLevel(settings.log_level)
+    for noisy in ("kubernetes.client.rest", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        settings = settings_module.build(argv)
+    except SettingsError as error:
+        print(f"restarter: {error}", file=sys.stderr)
+        return 2
+    _configure_logging(settings)
+    logging.getLogger("restarter").info(
+        f"starting: timezone {settings.timezone}, window length {settings.window_length}, "
+        f"timer every {settings.timer_interval:g}s, namespaces "
+        f"{', '.join(settings.namespaces) or 'all'}"
+    )
+    api = Api(load_client())
+    kopf.run(
+        registry=build_registry(settings, api),
+        settings=kopf_settings(settings),
+        standalone=True,
+        clusterwide=not settings.namespaces,
+        namespaces=settings.namespaces,
+        liveness_endpoint=settings.liveness_endpoint,
+    )
+    return 0

@@ -1,0 +1,49 @@
+"""Which Secrets and ConfigMaps a pod template uses (imagePullSecrets deliberately not)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+SECRET = "secret"
+CONFIGMAP = "configmap"
+
+
+class Reference(NamedTuple):
+    kind: str
+    name: str
+
+
+def _containers(pod_spec: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
+    for field in ("initContainers", "containers"):
+        yield from pod_spec.get(field) or []
+
+
+def references(pod_spec: Mapping[str, Any] | None) -> frozenset[Reference]:
+    """Every Secret and ConfigMap the pod spec reads through env, envFrom or volumes."""
+    if not pod_spec:
+        return frozenset()
+    found: set[Reference] = set()
+    for container in _containers(pod_spec):
+        for env in container.get("env") or []:
+            source = env.get("valueFrom") or {}
+            if name := (source.get("secretKeyRef") or {}).get("name"):
+                found.add(Reference(SECRET, name))
+            if name := (source.get("configMapKeyRef") or {}).get("name"):
+                found.add(Reference(CONFIGMAP, name))
+        for env_from in container.get("envFrom") or []:
+            if name := (env_from.get("secretRef") or {}).get("name"):
+                found.add(Reference(SECRET, name))
+            if name := (env_from.get("configMapRef") or {}).get("name"):
+                found.add(Reference(CONFIGMAP, name))
+    for volume in pod_spec.get("volumes") or []:
+        if name := (volume.get("secret") or {}).get("secretName"):
+            found.add(Reference(SECRET, name))
+        if name := (volume.get("configMap") or {}).get("name"):
+            found.add(Reference(CONFIGMAP, name))
+        for projected in (volume.get("projected") or {}).get("sources") or []:
+            if name := (projected.get("secret") or {}).get("name"):
+                found.add(Reference(SECRET, name))
+            if name := (projected.get("configMap") or {}).get("name"):
+                found.add(Reference(CONFIGMAP, name))
+    return frozenset(found)

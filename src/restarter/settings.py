@@ -1,0 +1,99 @@
+"""The operator's settings: one frozen object built from the environment and the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from restarter.schedule import ScheduleError, parse_length, parse_zone
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be used; raised at start-up, before anything is watched."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    timezone: str = "UTC"
+    """IANA zone in which every HH.MM window is read (``RESTARTER_TIMEZONE``)."""
+
+    window_length: dt.timedelta = dt.timedelta(hours=1)
+    """How long a window stays open after HH.MM; restarts only start inside it
+    (``RESTARTER_WINDOW_LENGTH``, like ``1h``, ``90m``)."""
+
+    timer_interval: float = 60.0
+    """Seconds between checks of each pending workload; bounds window precision
+    (``RESTARTER_TIMER_INTERVAL``)."""
+
+    namespaces: tuple[str, ...] = ()
+    """Namespaces to watch; empty means every namespace (``RESTARTER_NAMESPACES``, comma list)."""
+
+    liveness_endpoint: str | None = None
+    """``http://0.0.0.0:8080/healthz`` serves kopf's health check; None disables it
+    (``RESTARTER_LIVENESS``)."""
+
+    log_level: str = "INFO"
+    """DEBUG, INFO, WARNING or ERROR (``RESTARTER_LOG_LEVEL``)."""
+
+    log_format: str = "plain"
+    """``plain`` or ``json`` (``RESTARTER_LOG_FORMAT``)."""
+
+    @property
+    def zone(self) -> dt.tzinfo:
+        return parse_zone(self.timezone)
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_FORMATS = ("plain", "json")
+
+
+def build(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Settings from CLI flags, falling back to RESTARTER_* variables, then defaults."""
+    env = os.environ if environ is None else environ
+    parser = argparse.ArgumentParser(prog="restarter", description="Run the restarter operator.")
+    parser.add_argument("--timezone", default=env.get("RESTARTER_TIMEZONE", "UTC"))
+    parser.add_argument("--window-length", default=env.get("RESTARTER_WINDOW_LENGTH", "1h"))
+    parser.add_argument("--timer-interval", default=env.get("RESTARTER_TIMER_INTERVAL", "60"))
+    parser.add_argument(
+        "--namespace",
+        "-n",
+        action="append",
+        dest="namespaces",
+        help="watch only this namespace (repeatable); default all",
+    )
+    parser.add_argument("--liveness", default=env.get("RESTARTER_LIVENESS"))
+    parser.add_argument("--log-level", default=env.get("RESTARTER_LOG_LEVEL", "INFO"))
+    parser.add_argument("--log-format", default=env.get("RESTARTER_LOG_FORMAT", "plain"))
+    args = parser.parse_args(argv)
+
+    namespaces = args.namespaces or [
+        part.strip() for part in env.get("RESTARTER_NAMESPACES", "").split(",") if part.strip()
+    ]
+    try:
+        parse_zone(args.timezone)
+        window_length = parse_length(args.window_length)
+    except ScheduleError as error:
+        raise SettingsError(str(error)) from None
+    try:
+        interval = float(args.timer_interval)
+    except ValueError:
+        raise SettingsError(f"timer interval {args.timer_interval!r} is not a number") from None
+    if not 0.5 <= interval <= 3600:
+        raise SettingsError(f"timer interval {interval} must be between 0.5 and 3600 seconds")
+    level = args.log_level.upper()
+    if level not in LOG_LEVELS:
+        raise SettingsError(f"log level {args.log_level!r} is not one of {', '.join(LOG_LEVELS)}")
+    if args.log_format not in LOG_FORMATS:
+        raise SettingsError(f"log format {args.log_format!r} is not plain or json")
+    return Settings(
+        timezone=args.timezone,
+        window_length=window_length,
+        timer_interval=interval,
+        namespaces=tuple(dict.fromkeys(namespaces)),
+        liveness_endpoint=args.liveness or None,
+        log_level=level,
+        log_format=args.log_format,
+    )
