@@ -1,0 +1,150 @@
+"""Shared fixtures: the real local control plane (session), namespaces, the operator process."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+
+from restarter_cluster.cluster import Cluster
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/integration/" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.cluster)
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.3,
+             message: str = "condition") -> Any:
+    """Poll until predicate returns something truthy; fail the test on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A fresh control plane for the session, or the one at $RESTARTER_TEST_CLUSTER_DIR."""
+    existing = os.environ.get("RESTARTER_TEST_CLUSTER_DIR")
+    if existing:
+        yield Cluster.attach(Path(existing))
+        return
+    started = time.monotonic()
+    running = Cluster(directory=tmp_path_factory.mktemp("cluster"), nodes=2).up()
+    print(f"\nlocal control plane up in {time.monotonic() - started:.1f}s", file=sys.stderr)
+    try:
+        yield running
+    finally:
+        running.down()
+
+
+@pytest.fixture(scope="session")
+def api_client(cluster: Cluster) -> kubernetes.client.ApiClient:
+    configuration = kubernetes.client.Configuration()
+    kubernetes.config.load_kube_config(config_file=str(cluster.kubeconfig),
+                                       client_configuration=configuration)
+    return kubernetes.client.ApiClient(configuration)
+
+
+@pytest.fixture(scope="session")
+def core(api_client: kubernetes.client.ApiClient) -> kubernetes.client.CoreV1Api:
+    return kubernetes.client.CoreV1Api(api_client)
+
+
+@pytest.fixture(scope="session")
+def apps(api_client: kubernetes.client.ApiClient) -> kubernetes.client.AppsV1Api:
+    return kubernetes.client.AppsV1Api(api_client)
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest, core: kubernetes.client.CoreV1Api) -> Iterator[str]:
+    """A namespace of the test's own, deleted afterwards (without waiting)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40]
+    name = f"{slug}-{uuid.uuid4().hex[:5]}".strip("-")
+    core.create_namespace({"metadata": {"name": name}})
+    wait_for(lambda: _has_default_sa(core, name), 30, message="default ServiceAccount")
+    yield name
+    core.delete_namespace(name)
+
+
+def _has_default_sa(core: kubernetes.client.CoreV1Api, namespace: str) -> bool:
+    try:
+        core.read_namespaced_service_account("default", namespace)
+        return True
+    except kubernetes.client.exceptions.ApiException:
+        return False
+
+
+class Operator:
+    """The operator's real entry point, run as a subprocess against the local cluster."""
+
+    def __init__(self, cluster: Cluster, log_path: Path, args: list[str],
+                 env: dict[str, str] | None = None) -> None:
+        self.cluster, self.log_path, self.args = cluster, log_path, args
+        self.env = env or {}
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Operator:
+        environment = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig), **self.env}
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "restarter", *self.args],
+                stdout=log, stderr=subprocess.STDOUT, env=environment, cwd=REPO,
+            )
+        wait_for(lambda: "Initial authentication has finished" in self.log() or self._died(),
+                 30, message="operator start")
+        assert not self._died(), self.log()
+        time.sleep(1.0)  # the initial listing of Deployments and Secrets
+        return self
+
+    def _died(self) -> bool:
+        return self.process is not None and self.process.poll() is not None
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+@pytest.fixture
+def operator(cluster: Cluster, namespace: str,
+             tmp_path: Path) -> Iterator[Callable[..., Operator]]:
+    """Factory: ``operator()`` starts restarter watching the test's namespace."""
+    started: list[Operator] = []
+
+    def start(*extra: str, env: dict[str, str] | None = None) -> Operator:
+        args = ["--namespace", namespace, "--timer-interval", "1", *extra]
+        instance = Operator(cluster, tmp_path / "operator.log", args, env).start()
+        started.append(instance)
+        return instance
+
+    yield start
+    for instance in started:
+        instance.stop()
+    for instance in started[:1]:
+        print(instance.log()[-4000:], file=sys.stderr)

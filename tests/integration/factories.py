@@ -1,0 +1,52 @@
+"""Small builders for the objects the integration tests create."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from typing import Any
+
+
+def encoded(values: dict[str, str]) -> dict[str, str]:
+    return {key: base64.b64encode(value.encode()).decode() for key, value in values.items()}
+
+
+def secret(name: str, values: dict[str, str], window: str | None = None) -> dict[str, Any]:
+    labels = {"restart-at": window} if window is not None else {}
+    return {"metadata": {"name": name, "labels": labels}, "data": encoded(values)}
+
+
+def env_from_secret(secret_name: str) -> dict[str, Any]:
+    return {"name": "FROM_SECRET",
+            "valueFrom": {"secretKeyRef": {"name": secret_name, "key": "password"}}}
+
+
+def deployment(name: str, *, env: list[dict[str, Any]] | None = None,
+               volumes: list[dict[str, Any]] | None = None, replicas: int = 2,
+               paused: bool = False) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "app", "image": "registry.invalid/app:1"}
+    if env:
+        container["env"] = env
+    pod_spec: dict[str, Any] = {"containers": [container]}
+    if volumes:
+        pod_spec["volumes"] = volumes
+        container["volumeMounts"] = [{"name": v["name"], "mountPath": f"/mnt/{v['name']}"}
+                                     for v in volumes]
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "paused": paused,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec},
+        },
+    }
+
+
+def window_open_now() -> str:
+    """HH.MM of the current UTC minute: with the default 1 h length it is open now."""
+    return dt.datetime.now(dt.UTC).strftime("%H.%M")
+
+
+def window_hours_away(hours: int = 6) -> str:
+    return (dt.datetime.now(dt.UTC) + dt.timedelta(hours=hours)).strftime("%H.%M")
