@@ -26,8 +26,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.cluster)
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.3,
-             message: str = "condition") -> Any:
+def wait_for(
+    predicate: Callable[[], Any],
+    timeout: float = 60.0,
+    interval: float = 0.3,
+    message: str = "condition",
+) -> Any:
     """Poll until predicate returns something truthy; fail the test on timeout."""
     deadline = time.monotonic() + timeout
     while True:
@@ -58,8 +62,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 @pytest.fixture(scope="session")
 def api_client(cluster: Cluster) -> kubernetes.client.ApiClient:
     configuration = kubernetes.client.Configuration()
-    kubernetes.config.load_kube_config(config_file=str(cluster.kubeconfig),
-                                       client_configuration=configuration)
+    kubernetes.config.load_kube_config(
+        config_file=str(cluster.kubeconfig), client_configuration=configuration
+    )
     return kubernetes.client.ApiClient(configuration)
 
 
@@ -95,8 +100,9 @@ def _has_default_sa(core: kubernetes.client.CoreV1Api, namespace: str) -> bool:
 class Operator:
     """The operator's real entry point, run as a subprocess against the local cluster."""
 
-    def __init__(self, cluster: Cluster, log_path: Path, args: list[str],
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, cluster: Cluster, log_path: Path, args: list[str], env: dict[str, str] | None = None
+    ) -> None:
         self.cluster, self.log_path, self.args = cluster, log_path, args
         self.env = env or {}
         self.process: subprocess.Popen[bytes] | None = None
@@ -106,10 +112,16 @@ class Operator:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "restarter", *self.args],
-                stdout=log, stderr=subprocess.STDOUT, env=environment, cwd=REPO,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=environment,
+                cwd=REPO,
             )
-        wait_for(lambda: "Initial authentication has finished" in self.log() or self._died(),
-                 30, message="operator start")
+        wait_for(
+            lambda: "Initial authentication has finished" in self.log() or self._died(),
+            30,
+            message="operator start",
+        )
         assert not self._died(), self.log()
         time.sleep(1.0)  # the initial listing of Deployments and Secrets
         return self
@@ -132,8 +144,7 @@ class Operator:
 
 
 @pytest.fixture
-def operator(cluster: Cluster, namespace: str,
-             tmp_path: Path) -> Iterator[Callable[..., Operator]]:
+def operator(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Callable[..., Operator]]:
     """Factory: ``operator()`` starts restarter watching the test's namespace."""
     started: list[Operator] = []
 

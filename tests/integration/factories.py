@@ -17,21 +17,29 @@ def secret(name: str, values: dict[str, str], window: str | None = None) -> dict
 
 
 def env_from_secret(secret_name: str) -> dict[str, Any]:
-    return {"name": "FROM_SECRET",
-            "valueFrom": {"secretKeyRef": {"name": secret_name, "key": "password"}}}
+    return {
+        "name": "FROM_SECRET",
+        "valueFrom": {"secretKeyRef": {"name": secret_name, "key": "password"}},
+    }
 
 
-def deployment(name: str, *, env: list[dict[str, Any]] | None = None,
-               volumes: list[dict[str, Any]] | None = None, replicas: int = 2,
-               paused: bool = False) -> dict[str, Any]:
+def deployment(
+    name: str,
+    *,
+    env: list[dict[str, Any]] | None = None,
+    volumes: list[dict[str, Any]] | None = None,
+    replicas: int = 2,
+    paused: bool = False,
+) -> dict[str, Any]:
     container: dict[str, Any] = {"name": "app", "image": "registry.invalid/app:1"}
     if env:
         container["env"] = env
     pod_spec: dict[str, Any] = {"containers": [container]}
     if volumes:
         pod_spec["volumes"] = volumes
-        container["volumeMounts"] = [{"name": v["name"], "mountPath": f"/mnt/{v['name']}"}
-                                     for v in volumes]
+        container["volumeMounts"] = [
+            {"name": v["name"], "mountPath": f"/mnt/{v['name']}"} for v in volumes
+        ]
     return {
         "metadata": {"name": name},
         "spec": {

@@ -13,8 +13,10 @@ from tests.integration.factories import deployment
 def _ready_pods(core: kubernetes.client.CoreV1Api, namespace: str, app: str) -> list[object]:
     pods = core.list_namespaced_pod(namespace, label_selector=f"app={app}").items
     return [
-        pod for pod in pods
-        if pod.status.phase == "Running" and pod.spec.node_name
+        pod
+        for pod in pods
+        if pod.status.phase == "Running"
+        and pod.spec.node_name
         and any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
     ]
 
@@ -23,11 +25,17 @@ def test_deployment_creates_replicaset_and_ready_pods_on_kwok_nodes(
     apps: kubernetes.client.AppsV1Api, core: kubernetes.client.CoreV1Api, namespace: str
 ) -> None:
     apps.create_namespaced_deployment(namespace, deployment("web", replicas=2))
-    sets = wait_for(lambda: apps.list_namespaced_replica_set(namespace).items, 30,
-                    message="a ReplicaSet")
+    sets = wait_for(
+        lambda: apps.list_namespaced_replica_set(namespace).items, 30, message="a ReplicaSet"
+    )
     assert len(sets) == 1
-    pods = wait_for(lambda: len(_ready_pods(core, namespace, "web")) == 2
-                    and _ready_pods(core, namespace, "web"), 60, message="2 Ready pods")
+    pods = wait_for(
+        lambda: (
+            len(_ready_pods(core, namespace, "web")) == 2 and _ready_pods(core, namespace, "web")
+        ),
+        60,
+        message="2 Ready pods",
+    )
     nodes = {pod.spec.node_name for pod in pods}  # type: ignore[attr-defined]
     assert nodes <= {"kwok-node-0", "kwok-node-1"}
 
@@ -38,8 +46,9 @@ def test_rollout_restart_creates_a_second_replicaset_and_completes(
     apps.create_namespaced_deployment(namespace, deployment("web", replicas=2))
     cluster.kubectl("-n", namespace, "rollout", "status", "deployment/web", "--timeout=60s")
     cluster.kubectl("-n", namespace, "rollout", "restart", "deployment/web")
-    status = cluster.kubectl("-n", namespace, "rollout", "status", "deployment/web",
-                             "--timeout=90s", check=False)
+    status = cluster.kubectl(
+        "-n", namespace, "rollout", "status", "deployment/web", "--timeout=90s", check=False
+    )
     assert status.returncode == 0, status.stderr
     assert len(apps.list_namespaced_replica_set(namespace).items) == 2
 
@@ -60,9 +69,18 @@ def test_serviceaccount_token_without_role_is_forbidden_to_list_secrets(
     with pytest.raises(kubernetes.client.exceptions.ApiException) as refused:
         as_nobody.list_namespaced_secret(namespace)
     assert refused.value.status == 403
-    review = cluster.kubectl("auth", "can-i", "list", "secrets", "-n", namespace,
-                             f"--as=system:serviceaccount:{namespace}:nobody", check=False)
+    review = cluster.kubectl(
+        "auth",
+        "can-i",
+        "list",
+        "secrets",
+        "-n",
+        namespace,
+        f"--as=system:serviceaccount:{namespace}:nobody",
+        check=False,
+    )
     assert review.stdout.strip() == "no"
     whoami = kubernetes.client.AuthenticationV1Api(client).create_self_subject_review(
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    )
     assert whoami.status.user_info.username == f"system:serviceaccount:{namespace}:nobody"

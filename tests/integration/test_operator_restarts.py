@@ -32,8 +32,11 @@ def annotations_of(apps: Apps, namespace: str, name: str) -> dict[str, str]:
 
 
 def pending(apps: Apps, namespace: str, name: str) -> dict[str, str]:
-    return {key: value for key, value in annotations_of(apps, namespace, name).items()
-            if key.startswith((keys.PENDING_RESTART, keys.RESTART_AT))}
+    return {
+        key: value
+        for key, value in annotations_of(apps, namespace, name).items()
+        if key.startswith((keys.PENDING_RESTART, keys.RESTART_AT))
+    }
 
 
 def replica_sets(apps: Apps, namespace: str, app: str) -> list[Any]:
@@ -41,16 +44,20 @@ def replica_sets(apps: Apps, namespace: str, app: str) -> list[Any]:
 
 
 def events(core: Core, namespace: str, name: str, reason: str) -> list[Any]:
-    found = core.list_namespaced_event(namespace,
-                                       field_selector=f"involvedObject.name={name}").items
+    found = core.list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={name}"
+    ).items
     return [event for event in found if event.reason == reason]
 
 
 def baseline(core: Core, namespace: str, name: str) -> str:
     """Wait until the operator recorded a checksum on the Secret (first sight)."""
+
     def recorded() -> str | None:
         return (core.read_namespaced_secret(name, namespace).metadata.annotations or {}).get(
-            keys.CHECKSUM)
+            keys.CHECKSUM
+        )
+
     return str(wait_for(recorded, 30, message=f"checksum on Secret {name}"))
 
 
@@ -59,19 +66,26 @@ def change_data(core: Core, namespace: str, name: str, password: str) -> None:
 
 
 def rollout_finished(cluster: Cluster, namespace: str, name: str) -> None:
-    status = cluster.kubectl("-n", namespace, "rollout", "status", f"deployment/{name}",
-                             "--timeout=90s", check=False)
+    status = cluster.kubectl(
+        "-n", namespace, "rollout", "status", f"deployment/{name}", "--timeout=90s", check=False
+    )
     assert status.returncode == 0, status.stderr
 
 
 def test_data_change_stamps_exactly_the_referencing_deployments_and_waits_for_a_far_window(
     core: Core, apps: Apps, namespace: str, operator: OperatorFactory
 ) -> None:
-    core.create_namespaced_secret(namespace, secret("db", {"password": "one"},
-                                                    window_hours_away(6)))
+    core.create_namespaced_secret(
+        namespace, secret("db", {"password": "one"}, window_hours_away(6))
+    )
     apps.create_namespaced_deployment(namespace, deployment("by-env", env=[env_from_secret("db")]))
-    apps.create_namespaced_deployment(namespace, deployment("by-volume", volumes=[
-        {"name": "creds", "projected": {"sources": [{"secret": {"name": "db"}}]}}]))
+    apps.create_namespaced_deployment(
+        namespace,
+        deployment(
+            "by-volume",
+            volumes=[{"name": "creds", "projected": {"sources": [{"secret": {"name": "db"}}]}}],
+        ),
+    )
     apps.create_namespaced_deployment(namespace, deployment("unrelated"))
     operator()
     baseline(core, namespace, "db")
@@ -79,8 +93,9 @@ def test_data_change_stamps_exactly_the_referencing_deployments_and_waits_for_a_
 
     change_data(core, namespace, "db", "two")
     for name in ("by-env", "by-volume"):
-        marks = wait_for(lambda name=name: pending(apps, namespace, name), 20,
-                         message=f"marks on {name}")
+        marks = wait_for(
+            lambda name=name: pending(apps, namespace, name), 20, message=f"marks on {name}"
+        )
         assert marks[keys.window_key("secret", "db")] == window_hours_away(6)
         assert marks[keys.pending_key("secret", "db")].isdigit()
     time.sleep(TICKS)
@@ -95,23 +110,28 @@ def test_data_change_stamps_exactly_the_referencing_deployments_and_waits_for_a_
 def test_open_window_restarts_once_clears_marks_and_leaves_no_finalizer(
     cluster: Cluster, core: Core, apps: Apps, namespace: str, operator: OperatorFactory
 ) -> None:
-    core.create_namespaced_secret(namespace, secret("tls", {"password": "old"},
-                                                    window_open_now()))
+    core.create_namespaced_secret(namespace, secret("tls", {"password": "old"}, window_open_now()))
     apps.create_namespaced_deployment(namespace, deployment("web", env=[env_from_secret("tls")]))
     rollout_finished(cluster, namespace, "web")
     running = operator()
     baseline(core, namespace, "tls")
 
     change_data(core, namespace, "tls", "new")
-    wait_for(lambda: len(replica_sets(apps, namespace, "web")) == 2, 30,
-             message="the ReplicaSet of the restart")
+    wait_for(
+        lambda: len(replica_sets(apps, namespace, "web")) == 2,
+        30,
+        message="the ReplicaSet of the restart",
+    )
     rollout_finished(cluster, namespace, "web")
     web = apps.read_namespaced_deployment("web", namespace)
     assert pending(apps, namespace, "web") == {}
     assert web.metadata.annotations[keys.RESTART_TS].isdigit()
     assert keys.RESTARTED_AT in web.spec.template.metadata.annotations
-    wait_for(lambda: not apps.read_namespaced_deployment("web", namespace).metadata.finalizers,
-             20, message="finalizer removed")
+    wait_for(
+        lambda: not apps.read_namespaced_deployment("web", namespace).metadata.finalizers,
+        20,
+        message="finalizer removed",
+    )
     assert len(events(core, namespace, "web", "Restarted")) == 1
 
     # The Secret never carries a copy of its data: no kopf diff-base or progress keys.
@@ -132,8 +152,16 @@ def test_annotation_and_label_changes_restart_nothing(
     apps.create_namespaced_deployment(namespace, deployment("web", env=[env_from_secret("api")]))
     operator()
     baseline(core, namespace, "api")
-    core.patch_namespaced_secret("api", namespace, {"metadata": {
-        "annotations": {"cert-manager.io/issuer-name": "other"}, "labels": {"team": "a"}}})
+    core.patch_namespaced_secret(
+        "api",
+        namespace,
+        {
+            "metadata": {
+                "annotations": {"cert-manager.io/issuer-name": "other"},
+                "labels": {"team": "a"},
+            }
+        },
+    )
     time.sleep(TICKS)
     assert pending(apps, namespace, "web") == {}
     assert len(replica_sets(apps, namespace, "web")) == 1
@@ -143,12 +171,17 @@ def test_two_secrets_changed_give_one_restart_and_paused_stays_pending(
     cluster: Cluster, core: Core, apps: Apps, namespace: str, operator: OperatorFactory
 ) -> None:
     for name in ("first", "second"):
-        core.create_namespaced_secret(namespace, secret(name, {"password": "a"},
-                                                        window_open_now()))
-    apps.create_namespaced_deployment(namespace, deployment(
-        "web", env=[env_from_secret("first"),
-                    {"name": "B", "valueFrom": {"secretKeyRef": {"name": "second",
-                                                                 "key": "password"}}}]))
+        core.create_namespaced_secret(namespace, secret(name, {"password": "a"}, window_open_now()))
+    apps.create_namespaced_deployment(
+        namespace,
+        deployment(
+            "web",
+            env=[
+                env_from_secret("first"),
+                {"name": "B", "valueFrom": {"secretKeyRef": {"name": "second", "key": "password"}}},
+            ],
+        ),
+    )
     rollout_finished(cluster, namespace, "web")
     apps.patch_namespaced_deployment("web", namespace, {"spec": {"paused": True}})
     operator()
@@ -158,8 +191,11 @@ def test_two_secrets_changed_give_one_restart_and_paused_stays_pending(
     change_data(core, namespace, "first", "b")
     change_data(core, namespace, "second", "b")
     wait_for(lambda: len(pending(apps, namespace, "web")) == 4, 20, message="two marks")
-    wait_for(lambda: events(core, namespace, "web", "RestartDeferred"), 20,
-             message="an Event saying the Deployment is paused")
+    wait_for(
+        lambda: events(core, namespace, "web", "RestartDeferred"),
+        20,
+        message="an Event saying the Deployment is paused",
+    )
     time.sleep(TICKS)
     assert len(replica_sets(apps, namespace, "web")) == 1
 
@@ -184,16 +220,16 @@ def test_change_while_operator_is_down_is_restarted_after_start(
     time.sleep(1)
     assert pending(apps, namespace, "web") == {}
     operator()
-    wait_for(lambda: len(replica_sets(apps, namespace, "web")) == 2, 30,
-             message="restart after start-up")
+    wait_for(
+        lambda: len(replica_sets(apps, namespace, "web")) == 2, 30, message="restart after start-up"
+    )
     rollout_finished(cluster, namespace, "web")
 
 
 def test_marks_survive_an_operator_restart(
     core: Core, apps: Apps, namespace: str, operator: OperatorFactory
 ) -> None:
-    core.create_namespaced_secret(namespace, secret("db", {"password": "a"},
-                                                    window_hours_away(5)))
+    core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window_hours_away(5)))
     apps.create_namespaced_deployment(namespace, deployment("web", env=[env_from_secret("db")]))
     first = operator()
     baseline(core, namespace, "db")
@@ -211,18 +247,24 @@ def test_bad_window_warns_on_the_secret_and_other_secrets_keep_working(
     bad_window: str, core: Core, apps: Apps, namespace: str, operator: OperatorFactory
 ) -> None:
     core.create_namespaced_secret(namespace, secret("bad", {"password": "a"}, bad_window))
-    core.create_namespaced_secret(namespace, secret("good", {"password": "a"},
-                                                    window_hours_away(5)))
-    apps.create_namespaced_deployment(namespace, deployment(
-        "uses-bad", env=[env_from_secret("bad")]))
-    apps.create_namespaced_deployment(namespace, deployment(
-        "uses-good", env=[env_from_secret("good")]))
+    core.create_namespaced_secret(
+        namespace, secret("good", {"password": "a"}, window_hours_away(5))
+    )
+    apps.create_namespaced_deployment(
+        namespace, deployment("uses-bad", env=[env_from_secret("bad")])
+    )
+    apps.create_namespaced_deployment(
+        namespace, deployment("uses-good", env=[env_from_secret("good")])
+    )
     operator()
     baseline(core, namespace, "good")
     change_data(core, namespace, "bad", "b")
     change_data(core, namespace, "good", "b")
-    warnings = wait_for(lambda: events(core, namespace, "bad", "InvalidWindow"), 20,
-                        message="a Warning Event on the Secret")
+    warnings = wait_for(
+        lambda: events(core, namespace, "bad", "InvalidWindow"),
+        20,
+        message="a Warning Event on the Secret",
+    )
     assert warnings[0].type == "Warning"
     assert "HH.MM" in warnings[-1].message
     wait_for(lambda: pending(apps, namespace, "uses-good"), 20, message="good Secret stamped")
@@ -232,19 +274,26 @@ def test_bad_window_warns_on_the_secret_and_other_secrets_keep_working(
 def test_deleting_a_pending_deployment_does_not_hang(
     core: Core, apps: Apps, namespace: str, operator: OperatorFactory
 ) -> None:
-    core.create_namespaced_secret(namespace, secret("db", {"password": "a"},
-                                                    window_hours_away(5)))
+    core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window_hours_away(5)))
     apps.create_namespaced_deployment(namespace, deployment("web", env=[env_from_secret("db")]))
     operator()
     baseline(core, namespace, "db")
     change_data(core, namespace, "db", "b")
-    wait_for(lambda: keys.FINALIZER in (apps.read_namespaced_deployment(
-        "web", namespace).metadata.finalizers or []), 20, message="timer finalizer")
+    wait_for(
+        lambda: (
+            keys.FINALIZER
+            in (apps.read_namespaced_deployment("web", namespace).metadata.finalizers or [])
+        ),
+        20,
+        message="timer finalizer",
+    )
     apps.delete_namespaced_deployment("web", namespace)
 
     def gone() -> bool:
-        return not [d for d in apps.list_namespaced_deployment(namespace).items
-                    if d.metadata.name == "web"]
+        return not [
+            d for d in apps.list_namespaced_deployment(namespace).items if d.metadata.name == "web"
+        ]
+
     wait_for(gone, 30, message="deletion of the pending Deployment")
 
 

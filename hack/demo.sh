@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The main job, end to end: a local control plane, the operator, a Deployment using a
+# Secret labelled restart-at=<this minute>, a data change, and the scheduled restart.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+"$ROOT/hack/setup.sh"
+
+DIR="$(mktemp -d "${TMPDIR:-/tmp}/restarter-demo.XXXXXX")"
+export RESTARTER_CLUSTER_DIR="$DIR/cluster"
+BIN="$(.venv/bin/python -c 'from restarter_cluster.binaries import cache_dir; print(cache_dir())')"
+kubectl() { "$BIN/kubectl" --kubeconfig "$RESTARTER_CLUSTER_DIR/kubeconfig" "$@"; }
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+cleanup() {
+  [[ -n "${OPERATOR_PID:-}" ]] && kill "$OPERATOR_PID" 2>/dev/null && wait "$OPERATOR_PID" 2>/dev/null
+  .venv/bin/restarter-cluster down >/dev/null || true
+  rm -rf "$DIR"
+}
+trap cleanup EXIT
+
+say "local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok)"
+.venv/bin/restarter-cluster up
+kubectl get nodes
+
+WINDOW="$(date -u +%H.%M)"
+say "a Secret labelled restart-at=$WINDOW (window open now, 1h long, UTC) and a Deployment using it"
+kubectl create namespace demo
+kubectl -n demo create secret generic db-credentials --from-literal=password=first
+kubectl -n demo label secret db-credentials "restart-at=$WINDOW"
+kubectl -n demo apply -f - <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: shop}}
+  template:
+    metadata: {labels: {app: shop}}
+    spec:
+      containers:
+      - name: shop
+        image: registry.invalid/shop:1
+        env:
+        - name: DB_PASSWORD
+          valueFrom: {secretKeyRef: {name: db-credentials, key: password}}
+YAML
+kubectl -n demo rollout status deployment/shop --timeout=60s
+
+say "operator running (timer every 5s)"
+KUBECONFIG="$RESTARTER_CLUSTER_DIR/kubeconfig" .venv/bin/restarter --timer-interval 5 \
+  --timezone UTC >"$DIR/operator.log" 2>&1 &
+OPERATOR_PID=$!
+for _ in $(seq 60); do
+  kubectl -n demo get secret db-credentials -o jsonpath='{.metadata.annotations.restarter\.io/checksum}' | grep -q sha256 && break
+  sleep 0.5
+done
+echo "baseline checksum recorded on the Secret; nothing restarted:"
+kubectl -n demo get replicasets
+
+say "the Secret's data changes (as a certificate rotation would)"
+kubectl -n demo patch secret db-credentials -p '{"stringData":{"password":"second"}}'
+for _ in $(seq 120); do
+  [[ "$(kubectl -n demo get replicasets -o name | wc -l)" -ge 2 ]] && break
+  sleep 0.5
+done
+kubectl -n demo rollout status deployment/shop --timeout=90s
+
+say "result: a new ReplicaSet from the scheduled restart"
+kubectl -n demo get replicasets
+echo
+kubectl -n demo get deployment shop -o jsonpath='restartedAt: {.spec.template.metadata.annotations.kubectl\.kubernetes\.io/restartedAt}{"\n"}restart-ts:  {.metadata.annotations.restarter\.io/restart-ts}{"\n"}'
+say "events"
+kubectl -n demo get events --sort-by=.lastTimestamp -o custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message \
+  | grep -E "OBJECT|ChangeDetected|RestartScheduled|Restarted"
+say "operator log"
+grep -E "restarter|kopf.objects" "$DIR/operator.log" | grep -v "succeeded" || true

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The whole test suite: lint, types, unit tier and integration tier (real control plane).
+# Extra arguments go to pytest, e.g. ./hack/test.sh -m "not cluster".
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+"$ROOT/hack/setup.sh"
+
+echo "== ruff"
+.venv/bin/ruff check src tests
+.venv/bin/ruff format --check src tests
+echo "== mypy"
+.venv/bin/mypy
+echo "== pytest"
+.venv/bin/pytest "$@"
