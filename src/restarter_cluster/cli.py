@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from restarter_cluster.binaries import MissingBinaries
-from restarter_cluster.cluster import STATE_FILE, Cluster, ClusterError, _alive
+from restarter_cluster.cluster import STATE_FILE, Cluster, ClusterError, process_alive
 
 DEFAULT_DIR = Path(
     os.environ.get("RESTARTER_CLUSTER_DIR", Path(tempfile.gettempdir()) / "restarter-cluster")
@@ -23,7 +23,7 @@ def _up(args: argparse.Namespace) -> int:
     directory: Path = args.dir
     if (directory / STATE_FILE).exists():
         running = Cluster.attach(directory)
-        if running.pids and all(_alive(pid) for pid in running.pids.values()):
+        if running.pids and all(process_alive(pid) for pid in running.pids.values()):
             print(f"already running; export KUBECONFIG={running.kubeconfig}")
             return 0
         running.down()
@@ -59,7 +59,7 @@ def _env(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     cluster = Cluster.attach(args.dir)
-    states = {name: _alive(pid) for name, pid in cluster.pids.items()}
+    states = {name: process_alive(pid) for name, pid in cluster.pids.items()}
     print(json.dumps({"server": cluster.server, "running": states}, indent=2))
     return 0 if states and all(states.values()) else 1
 

@@ -131,7 +131,7 @@ class Cluster:
 
     def _check_alive(self) -> None:
         for name, pid in self.pids.items():
-            if not _alive(pid):
+            if not process_alive(pid):
                 tail = self.log(name).read_text(errors="replace")[-3000:]
                 raise ClusterError(f"{name} exited; see {self.log(name)}:\n{tail}")
 
@@ -342,7 +342,7 @@ def _http_ok(url: str, context: ssl.SSLContext | None) -> bool:
         return False
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     try:
         waited, _ = os.waitpid(pid, os.WNOHANG)
         if waited == pid:
@@ -365,6 +365,6 @@ def _terminate(pid: int, grace: float = 10.0) -> None:
             return
         stop = time.monotonic() + grace
         while time.monotonic() < stop:
-            if not _alive(pid):
+            if not process_alive(pid):
                 return
             time.sleep(0.1)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import kubernetes
 import pytest
 
-from restarter_cluster.cluster import Cluster
+from restarter_cluster.cluster import Cluster, process_alive
 from tests.conftest import wait_for
 from tests.integration.factories import deployment
 
@@ -84,3 +86,18 @@ def test_serviceaccount_token_without_role_is_forbidden_to_list_secrets(
         {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
     )
     assert whoami.status.user_info.username == f"system:serviceaccount:{namespace}:nobody"
+
+
+def test_down_stops_every_process_it_started(tmp_path: Path) -> None:
+    second = Cluster(directory=tmp_path / "second", nodes=1).up()
+    pids = dict(second.pids)
+    assert set(pids) == {
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kwok",
+    }
+    assert all(process_alive(pid) for pid in pids.values())
+    second.down()
+    assert [name for name, pid in pids.items() if process_alive(pid)] == []

@@ -137,6 +137,7 @@ def test_open_window_restarts_once_clears_marks_and_leaves_no_finalizer(
     # The Secret never carries a copy of its data: no kopf diff-base or progress keys.
     stored = core.read_namespaced_secret("tls", namespace).metadata.annotations
     assert set(stored) == {keys.CHECKSUM}
+    assert not [key for key in web.metadata.annotations if "kopf" in key]
     # An operator restart re-lists everything and must not restart again.
     running.stop()
     operator()
