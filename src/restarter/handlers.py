@@ -60,4 +60,14 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
         """A Deployment with pending marks: restart it when its window is open."""
         restart_if_due(body, settings, api, dt.datetime.now(dt.UTC), memo, logger)
 
+    @kopf.on.cleanup(registry=registry, id="release_finalizers")
+    def release_finalizers(logger: Any, **_: Any) -> None:
+        """On exit, let pending Deployments be deleted while no operator runs.
+
+        Their marks stay; the next start re-adds the finalizer with the timer.
+        """
+        released = api.release_finalizer(keys.FINALIZER, settings.namespaces)
+        if released:
+            logger.info(f"released the finalizer of {len(released)} pending Deployment(s)")
+
     return registry

@@ -70,6 +70,32 @@ class Api:
     ) -> dict[str, Any] | None:
         return self._patch(self._apps.patch_namespaced_deployment, namespace, name, patch)
 
+    def release_finalizer(self, finalizer: str, namespaces: tuple[str, ...]) -> list[str]:
+        """Remove ``finalizer`` from every Deployment carrying it; return their names."""
+        if namespaces:
+            lists = [self._apps.list_namespaced_deployment(ns) for ns in namespaces]
+        else:
+            lists = [self._apps.list_deployment_for_all_namespaces()]
+        released = []
+        for listing in lists:
+            for item in self._plain(listing).get("items", []):
+                metadata = item["metadata"]
+                finalizers = metadata.get("finalizers") or []
+                if finalizer not in finalizers:
+                    continue
+                patch = {
+                    "metadata": {
+                        "resourceVersion": metadata["resourceVersion"],
+                        "finalizers": [f for f in finalizers if f != finalizer],
+                    }
+                }
+                try:
+                    self.patch_deployment(metadata["namespace"], metadata["name"], patch)
+                except Conflict:
+                    continue  # changed meanwhile; kopf's own shutdown may have handled it
+                released.append(f"{metadata['namespace']}/{metadata['name']}")
+        return released
+
     def _patch(
         self, method: Callable[..., Any], namespace: str, name: str, patch: dict[str, Any]
     ) -> dict[str, Any] | None:

@@ -309,3 +309,24 @@ def test_deleted_secret_restarts_nothing(
     time.sleep(TICKS)
     assert pending(apps, namespace, "web") == {}
     assert len(replica_sets(apps, namespace, "web")) == 1
+
+
+def test_stopping_the_operator_releases_the_finalizer_but_keeps_the_marks(
+    core: Core, apps: Apps, namespace: str, operator: OperatorFactory
+) -> None:
+    core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window_hours_away(5)))
+    apps.create_namespaced_deployment(namespace, deployment("web", env=[env_from_secret("db")]))
+    running = operator()
+    baseline(core, namespace, "db")
+    change_data(core, namespace, "db", "b")
+
+    def finalizers() -> list[str]:
+        return apps.read_namespaced_deployment("web", namespace).metadata.finalizers or []
+
+    wait_for(lambda: keys.FINALIZER in finalizers(), 20, message="timer finalizer")
+    marks = pending(apps, namespace, "web")
+    running.stop()
+    assert keys.FINALIZER not in finalizers()
+    assert pending(apps, namespace, "web") == marks
+    operator()
+    wait_for(lambda: keys.FINALIZER in finalizers(), 20, message="finalizer back after start")
