@@ -101,14 +101,20 @@ class Operator:
     """The operator's real entry point, run as a subprocess against the local cluster."""
 
     def __init__(
-        self, cluster: Cluster, log_path: Path, args: list[str], env: dict[str, str] | None = None
+        self,
+        cluster: Cluster,
+        log_path: Path,
+        args: list[str],
+        env: dict[str, str] | None = None,
+        kubeconfig: Path | None = None,
     ) -> None:
         self.cluster, self.log_path, self.args = cluster, log_path, args
         self.env = env or {}
+        self.kubeconfig = kubeconfig or cluster.kubeconfig
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Operator:
-        environment = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig), **self.env}
+        environment = {**os.environ, "KUBECONFIG": str(self.kubeconfig), **self.env}
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "restarter", *self.args],

@@ -20,6 +20,9 @@ def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
     operator = kopf.OperatorSettings()
     operator.watching.label_selectors["v1", "secrets"] = keys.RESTART_AT_LABEL
     operator.watching.chunk_size = 500
+    # Only built-in resources in exact namespaces: no need to watch CRDs or namespaces,
+    # so RBAC needs no access to either.
+    operator.scanning.disabled = True
     operator.persistence.finalizer = keys.FINALIZER
     operator.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=keys.KOPF_PREFIX)
     operator.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(

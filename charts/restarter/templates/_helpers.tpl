@@ -1,0 +1,47 @@
+{{/* The release's full name, at most 63 characters. */}}
+{{- define "restarter.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Selector labels: stable across upgrades. */}}
+{{- define "restarter.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Labels on every object of the release. */}}
+{{- define "restarter.labels" -}}
+{{ include "restarter.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "restarter.serviceAccountName" -}}
+{{- default (include "restarter.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "restarter.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* RBAC rules: exactly the API calls restarter and kopf make. */}}
+{{- define "restarter.rules" -}}
+# Watch labelled Secrets (server-side selector), and patch restarter.io/checksum onto them.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, list, watch, patch]
+# Index pod templates, stamp pending marks, restart (pod-template annotation), and let kopf
+# add and remove the timer's finalizer.
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [get, list, watch, patch]
+# Events on Secrets and Deployments (ChangeDetected, RestartScheduled, Restarted, warnings).
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+{{- end -}}
