@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import time
@@ -281,3 +282,27 @@ def test_operator_as_chart_serviceaccount_in_namespaced_mode_ignores_other_names
     finally:
         operator.stop()
         core.delete_namespace(outside)
+
+
+def _dockerfile_instruction(name: str) -> list[str]:
+    lines = (REPO / "Dockerfile").read_text().splitlines()
+    values = [json.loads(line.split(None, 1)[1]) for line in lines if line.startswith(name + " ")]
+    assert len(values) == 1, name
+    return list(values[0])
+
+
+def test_chart_runs_the_image_command_that_the_tests_run(cluster: Cluster) -> None:
+    container = _chart_container_of_template(cluster)
+    assert "command" not in container  # the image's ENTRYPOINT runs
+    assert _dockerfile_instruction("ENTRYPOINT") == ["restarter"]
+    assert _dockerfile_instruction("CMD") == container["args"]
+    user = [
+        line for line in (REPO / "Dockerfile").read_text().splitlines() if line.startswith("USER ")
+    ]
+    assert user == ["USER 10001:10001"]  # the chart's runAsUser
+
+
+def _chart_container_of_template(cluster: Cluster) -> dict[str, Any]:
+    rendered = helm(cluster, "template", "image", str(CHART)).stdout
+    operator = next(doc for doc in objects_of(rendered) if doc["kind"] == "Deployment")
+    return dict(operator["spec"]["template"]["spec"]["containers"][0])
