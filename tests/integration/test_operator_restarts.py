@@ -75,9 +75,8 @@ def rollout_finished(cluster: Cluster, namespace: str, name: str) -> None:
 def test_data_change_stamps_exactly_the_referencing_deployments_and_waits_for_a_far_window(
     core: Core, apps: Apps, namespace: str, operator: OperatorFactory
 ) -> None:
-    core.create_namespaced_secret(
-        namespace, secret("db", {"password": "one"}, window_hours_away(6))
-    )
+    far = window_hours_away(6)
+    core.create_namespaced_secret(namespace, secret("db", {"password": "one"}, far))
     apps.create_namespaced_deployment(namespace, deployment("by-env", env=[env_from_secret("db")]))
     apps.create_namespaced_deployment(
         namespace,
@@ -96,7 +95,7 @@ def test_data_change_stamps_exactly_the_referencing_deployments_and_waits_for_a_
         marks = wait_for(
             lambda name=name: pending(apps, namespace, name), 20, message=f"marks on {name}"
         )
-        assert marks[keys.window_key("secret", "db")] == window_hours_away(6)
+        assert marks[keys.window_key("secret", "db")] == far
         assert marks[keys.pending_key("secret", "db")].isdigit()
     time.sleep(TICKS)
     assert pending(apps, namespace, "unrelated") == {}
