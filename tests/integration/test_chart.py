@@ -62,6 +62,19 @@ def create_namespace(core: Core, name: str) -> None:
     core.create_namespace({"metadata": {"name": name}})
 
 
+def install(cluster: Cluster, release: str, *options: str) -> None:
+    helm(
+        cluster,
+        "install",
+        release,
+        str(CHART),
+        "-n",
+        "restarter-system",
+        "--create-namespace",
+        *options,
+    )
+
+
 @pytest.fixture
 def release(cluster: Cluster) -> Iterator[str]:
     name = f"r-{uuid.uuid4().hex[:6]}"
@@ -107,18 +120,7 @@ def test_schema_refuses_invalid_values(bad: str, cluster: Cluster) -> None:
 def test_install_creates_every_object_and_uninstall_leaves_none(
     cluster: Cluster, release: str
 ) -> None:
-    helm(
-        cluster,
-        "install",
-        release,
-        str(CHART),
-        "-n",
-        "restarter-system",
-        "--create-namespace",
-        "--wait",
-        "--timeout",
-        "90s",
-    )
+    install(cluster, release, "--wait", "--timeout", "90s")
     found = release_objects(cluster, release)
     for kind in (
         "deployment.apps",
@@ -206,17 +208,7 @@ def _stamped_and_restarted(core: Core, apps: Apps, namespace: str) -> None:
 def test_operator_as_chart_serviceaccount_in_cluster_mode(
     cluster: Cluster, core: Core, apps: Apps, namespace: str, release: str, tmp_path: Path
 ) -> None:
-    helm(
-        cluster,
-        "install",
-        release,
-        str(CHART),
-        "-n",
-        "restarter-system",
-        "--create-namespace",
-        "--set",
-        "logFormat=plain",
-    )
+    install(cluster, release, "--set", "logFormat=plain")
     operator, port = run_as_chart(cluster, release, tmp_path)
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
@@ -247,19 +239,7 @@ def test_operator_as_chart_serviceaccount_in_namespaced_mode_ignores_other_names
     )
     core.create_namespaced_secret(outside, secret("db", {"password": "a"}, window_open_now()))
     apps.create_namespaced_deployment(outside, deployment("web", env=[env_from_secret("db")]))
-    helm(
-        cluster,
-        "install",
-        release,
-        str(CHART),
-        "-n",
-        "restarter-system",
-        "--create-namespace",
-        "--set",
-        f"namespaces={{{namespace}}}",
-        "--set",
-        "logFormat=plain",
-    )
+    install(cluster, release, "--set", f"namespaces={{{namespace}}}", "--set", "logFormat=plain")
     sa = f"system:serviceaccount:restarter-system:{release}-restarter"
     can = cluster.kubectl(
         "auth", "can-i", "list", "secrets", "-n", outside, f"--as={sa}", check=False

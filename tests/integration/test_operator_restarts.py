@@ -50,6 +50,12 @@ def events(core: Core, namespace: str, name: str, reason: str) -> list[Any]:
     return [event for event in found if event.reason == reason]
 
 
+def secret_and_dependent(core: Core, apps: Apps, namespace: str, window: str) -> None:
+    """Secret ``db`` labelled with ``window`` and Deployment ``web`` reading it from env."""
+    core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window))
+    apps.create_namespaced_deployment(namespace, deployment("web", env=[env_from_secret("db")]))
+
+
 def baseline(core: Core, namespace: str, name: str) -> str:
     """Wait until the operator recorded a checksum on the Secret (first sight)."""
 
@@ -210,8 +216,7 @@ def test_two_secrets_changed_give_one_restart_and_paused_stays_pending(
 def test_change_while_operator_is_down_is_restarted_after_start(
     cluster: Cluster, core: Core, apps: Apps, namespace: str, operator: OperatorFactory
 ) -> None:
-    core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window_open_now()))
-    apps.create_namespaced_deployment(namespace, deployment("web", env=[env_from_secret("db")]))
+    secret_and_dependent(core, apps, namespace, window_open_now())
     first = operator()
     baseline(core, namespace, "db")
     first.stop()
@@ -229,8 +234,7 @@ def test_change_while_operator_is_down_is_restarted_after_start(
 def test_marks_survive_an_operator_restart(
     core: Core, apps: Apps, namespace: str, operator: OperatorFactory
 ) -> None:
-    core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window_hours_away(5)))
-    apps.create_namespaced_deployment(namespace, deployment("web", env=[env_from_secret("db")]))
+    secret_and_dependent(core, apps, namespace, window_hours_away(5))
     first = operator()
     baseline(core, namespace, "db")
     change_data(core, namespace, "db", "b")
@@ -274,8 +278,7 @@ def test_bad_window_warns_on_the_secret_and_other_secrets_keep_working(
 def test_deleting_a_pending_deployment_does_not_hang(
     core: Core, apps: Apps, namespace: str, operator: OperatorFactory
 ) -> None:
-    core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window_hours_away(5)))
-    apps.create_namespaced_deployment(namespace, deployment("web", env=[env_from_secret("db")]))
+    secret_and_dependent(core, apps, namespace, window_hours_away(5))
     operator()
     baseline(core, namespace, "db")
     change_data(core, namespace, "db", "b")
@@ -300,8 +303,7 @@ def test_deleting_a_pending_deployment_does_not_hang(
 def test_deleted_secret_restarts_nothing(
     core: Core, apps: Apps, namespace: str, operator: OperatorFactory
 ) -> None:
-    core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window_open_now()))
-    apps.create_namespaced_deployment(namespace, deployment("web", env=[env_from_secret("db")]))
+    secret_and_dependent(core, apps, namespace, window_open_now())
     operator()
     baseline(core, namespace, "db")
     core.delete_namespaced_secret("db", namespace)
@@ -313,8 +315,7 @@ def test_deleted_secret_restarts_nothing(
 def test_stopping_the_operator_releases_the_finalizer_but_keeps_the_marks(
     core: Core, apps: Apps, namespace: str, operator: OperatorFactory
 ) -> None:
-    core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window_hours_away(5)))
-    apps.create_namespaced_deployment(namespace, deployment("web", env=[env_from_secret("db")]))
+    secret_and_dependent(core, apps, namespace, window_hours_away(5))
     running = operator()
     baseline(core, namespace, "db")
     change_data(core, namespace, "db", "b")
