@@ -20,12 +20,18 @@ class Change(enum.Enum):
     CHANGED = "changed"
 
 
-def classify(secret: Mapping[str, Any]) -> tuple[Change, str]:
-    """Compare the Secret's data with the checksum it carries; return the new checksum too."""
+def classify(secret: Mapping[str, Any], remembered: str | None = None) -> tuple[Change, str]:
+    """Compare the Secret's data with its recorded checksum; return the new checksum too.
+
+    ``remembered`` is the checksum this operator saw for the same name earlier in its run:
+    a Secret replaced or re-created with new data has lost its annotation but still
+    counts as changed.
+    """
     current = checksum(secret.get("data"))
     recorded = (secret.get("metadata", {}).get("annotations") or {}).get(keys.CHECKSUM)
     if recorded is None:
-        return Change.BASELINE, current
+        changed = remembered is not None and remembered != current
+        return (Change.CHANGED if changed else Change.BASELINE), current
     return (Change.UNCHANGED if recorded == current else Change.CHANGED), current
 
 

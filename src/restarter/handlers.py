@@ -18,6 +18,7 @@ from restarter.settings import Settings
 def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
     """Register every handler with the decorator arguments the settings give."""
     registry = kopf.OperatorRegistry()
+    seen_checksums: dict[tuple[str, str], str] = {}
 
     @kopf.on.login(registry=registry, id="login")
     def login(**kwargs: Any) -> Any:
@@ -45,7 +46,8 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
             return
         key = (body["metadata"]["namespace"], SECRET, body["metadata"]["name"])
         dependents = list(deployment_references.get(key, []))
-        reconcile_secret(body, dependents, settings, api, dt.datetime.now(dt.UTC), logger)
+        now = dt.datetime.now(dt.UTC)
+        reconcile_secret(body, dependents, settings, api, now, logger, seen_checksums)
 
     @kopf.timer(
         "apps",

@@ -14,6 +14,8 @@ from kubernetes.client.exceptions import ApiException
 MERGE_PATCH = "application/merge-patch+json"
 RETRIABLE = frozenset({429, 500, 502, 503, 504})
 ATTEMPTS = 4
+#: (connect, read) seconds: a half-open connection must not hold a worker thread forever.
+REQUEST_TIMEOUT = (5, 30)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -100,7 +102,15 @@ class Api:
         self, method: Callable[..., Any], namespace: str, name: str, patch: dict[str, Any]
     ) -> dict[str, Any] | None:
         try:
-            result = _retrying(lambda: method(name, namespace, patch, _content_type=MERGE_PATCH))
+            result = _retrying(
+                lambda: method(
+                    name,
+                    namespace,
+                    patch,
+                    _content_type=MERGE_PATCH,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+            )
         except ApiException as error:
             if error.status == 404:
                 return None

@@ -38,13 +38,18 @@ def reconcile_secret(
     api: Api,
     now: dt.datetime,
     logger: logging.Logger | logging.LoggerAdapter[Any],
+    seen: MutableMapping[tuple[str, str], str],
 ) -> None:
-    """Stamp every dependent first, record the checksum second: a crash repeats, never loses."""
+    """Stamp every dependent first, record the checksum second: a crash repeats, never loses.
+
+    ``seen`` maps (namespace, name) to the checksum recorded in this run.
+    """
     metadata = secret["metadata"]
     namespace, name = metadata["namespace"], metadata["name"]
     label = (metadata.get("labels") or {}).get(keys.RESTART_AT_LABEL, "")
-    change, current = decisions.classify(secret)
+    change, current = decisions.classify(secret, seen.get((namespace, name)))
     if change is Change.UNCHANGED:
+        seen[namespace, name] = current
         return
     try:
         window = DailyWindow.parse(label, settings.window_length, settings.zone)
@@ -54,9 +59,11 @@ def reconcile_secret(
         _warn(secret, reason="InvalidWindow", message=message)
         if change is Change.BASELINE:
             api.patch_secret(namespace, name, decisions.checksum_patch(current))
+            seen[namespace, name] = current
         return
     if change is Change.BASELINE:
         api.patch_secret(namespace, name, decisions.checksum_patch(current))
+        seen[namespace, name] = current
         logger.info(
             f"first sight: recorded the checksum; restarts follow data changes "
             f"in window {window.label} {settings.timezone}"
@@ -64,10 +71,15 @@ def reconcile_secret(
         return
 
     next_start = _when(window.next_start(now), settings)
-    stamped = []
+    stamped, failed = [], []
     for dependent in sorted(set(dependents)):
         patch = decisions.stamp_patch(SECRET, name, now, window)
-        workload = api.patch_deployment(namespace, dependent, patch)
+        try:
+            workload = api.patch_deployment(namespace, dependent, patch)
+        except Exception as error:  # one refused patch must not stop the others
+            logger.error(f"could not stamp Deployment {dependent}: {type(error).__name__}")
+            failed.append(dependent)
+            continue
         if workload is None:
             continue  # deleted since it was indexed
         stamped.append(dependent)
@@ -78,7 +90,14 @@ def reconcile_secret(
             message=f"Secret {name} changed; restart scheduled in window "
             f"{window.label} (next start {next_start})",
         )
+    if failed:
+        # The checksum stays unrecorded, so the next event or re-list of this Secret
+        # stamps again; the stamps that succeeded are idempotent.
+        message = f"could not schedule the restart of {', '.join(failed)}; will retry"
+        _warn(secret, reason="StampFailed", message=message)
+        return
     api.patch_secret(namespace, name, decisions.checksum_patch(current))
+    seen[namespace, name] = current
     message = (
         f"data changed; {len(stamped)} dependent Deployment(s) scheduled for restart "
         f"in window {window.label} {settings.timezone} (next start {next_start})"
@@ -100,9 +119,10 @@ def restart_if_due(
     metadata = workload["metadata"]
     namespace, name = metadata["namespace"], metadata["name"]
     decision = decisions.decide_restart(workload, settings, now)
+    reported = memo.setdefault("reported_problems", set())
     for problem in decision.problems:
-        if memo.get("reported_problem") != problem:
-            memo["reported_problem"] = problem
+        if problem not in reported:
+            reported.add(problem)
             logger.warning(f"ignoring pending mark {problem}")
             _warn(workload, reason="InvalidPendingMark", message=problem)
     if decision.action is Action.PAUSED:

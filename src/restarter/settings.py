@@ -83,6 +83,11 @@ def build(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         raise SettingsError(f"timer interval {args.timer_interval!r} is not a number") from None
     if not 0.5 <= interval <= 3600:
         raise SettingsError(f"timer interval {interval} must be between 0.5 and 3600 seconds")
+    if window_length.total_seconds() <= 2 * interval:
+        raise SettingsError(
+            f"window length {args.window_length} must be longer than two timer intervals "
+            f"({interval:g}s), or a window could pass between two checks"
+        )
     level = args.log_level.upper()
     if level not in LOG_LEVELS:
         raise SettingsError(f"log level {args.log_level!r} is not one of {', '.join(LOG_LEVELS)}")

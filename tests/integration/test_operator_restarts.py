@@ -330,3 +330,16 @@ def test_stopping_the_operator_releases_the_finalizer_but_keeps_the_marks(
     assert pending(apps, namespace, "web") == marks
     operator()
     wait_for(lambda: keys.FINALIZER in finalizers(), 20, message="finalizer back after start")
+
+
+def test_a_secret_recreated_with_new_data_schedules_a_restart(
+    core: Core, apps: Apps, namespace: str, operator: OperatorFactory
+) -> None:
+    far = window_hours_away(5)
+    secret_and_dependent(core, apps, namespace, far)
+    operator()
+    baseline(core, namespace, "db")
+    core.delete_namespaced_secret("db", namespace)
+    core.create_namespaced_secret(namespace, secret("db", {"password": "recreated"}, far))
+    marks = wait_for(lambda: pending(apps, namespace, "web"), 20, message="marks after re-create")
+    assert marks[keys.window_key("secret", "db")] == far

@@ -139,3 +139,9 @@ def test_window_is_read_in_the_operator_zone() -> None:
     warsaw = Settings(timezone="Europe/Warsaw", window_length=dt.timedelta(hours=1))
     # 03:20 UTC is 04:20 in Warsaw: the 03.00 window closed at 04:00 local.
     assert decide_restart(workload({"db": "03.00"}), warsaw, IN_WINDOW).action is Action.WAIT
+
+
+def test_a_recreated_secret_with_new_data_counts_as_changed() -> None:
+    remembered = checksum({"a": "MQ=="})
+    assert classify(secret({"a": "Mg=="}), remembered)[0] is Change.CHANGED
+    assert classify(secret({"a": "MQ=="}), remembered)[0] is Change.BASELINE

@@ -52,3 +52,9 @@ def test_flags_override_environment() -> None:
 def test_bad_settings_fail_with_a_message_naming_the_value(argv: list[str], message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         build(argv, {})
+
+
+def test_a_window_shorter_than_two_timer_intervals_is_refused() -> None:
+    with pytest.raises(SettingsError, match="two timer intervals"):
+        build(["--window-length", "90s", "--timer-interval", "60"], {})
+    assert build(["--window-length", "3m", "--timer-interval", "60"], {}).timer_interval == 60
