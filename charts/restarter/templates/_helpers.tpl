@@ -22,6 +22,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
 {{- define "restarter.serviceAccountName" -}}
+{{- if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
+{{- fail "serviceAccount.name is required when serviceAccount.create is false" -}}
+{{- end -}}
 {{- default (include "restarter.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
 
