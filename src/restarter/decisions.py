@@ -99,7 +99,8 @@ class RestartDecision:
     problems: tuple[str, ...] = ()
 
 
-def _last_restart(annotations: Mapping[str, str]) -> dt.datetime | None:
+def last_restart(annotations: Mapping[str, str]) -> dt.datetime | None:
+    """The instant of restarter's last restart of a workload, from restart-ts."""
     value = annotations.get(keys.RESTART_TS, "")
     if not value.isdigit():
         return None
@@ -126,7 +127,7 @@ def decide_restart(
     if not windows:
         return RestartDecision(Action.INVALID, sources=sources, problems=tuple(problems))
     next_start = earliest(windows, now).next_start(now)
-    last = _last_restart(annotations)
+    last = last_restart(annotations)
     if not any(is_due(window, now, last) for window in windows):
         return RestartDecision(
             Action.WAIT, next_start=next_start, sources=sources, problems=tuple(problems)

@@ -13,7 +13,7 @@ from restarter import decisions, keys
 from restarter.decisions import Action, Change
 from restarter.kube import Api, Conflict
 from restarter.references import SECRET
-from restarter.schedule import DailyWindow, ScheduleError
+from restarter.schedule import DailyWindow, ScheduleError, next_restart
 from restarter.settings import Settings
 
 
@@ -70,7 +70,6 @@ def reconcile_secret(
         )
         return
 
-    next_start = _when(window.next_start(now), settings)
     stamped, failed = [], []
     for dependent in sorted(set(dependents)):
         patch = decisions.stamp_patch(SECRET, name, now, window)
@@ -83,12 +82,14 @@ def reconcile_secret(
         if workload is None:
             continue  # deleted since it was indexed
         stamped.append(dependent)
+        annotations = workload.get("metadata", {}).get("annotations") or {}
+        when = next_restart(window, now, decisions.last_restart(annotations))
         _event(
             workload,
             type="Normal",
             reason="RestartScheduled",
             message=f"Secret {name} changed; restart scheduled in window "
-            f"{window.label} (next start {next_start})",
+            f"{window.label} (next restart {_when(when, settings)})",
         )
     if failed:
         # The checksum stays unrecorded, so the next event or re-list of this Secret
@@ -100,7 +101,8 @@ def reconcile_secret(
     seen[namespace, name] = current
     message = (
         f"data changed; {len(stamped)} dependent Deployment(s) scheduled for restart "
-        f"in window {window.label} {settings.timezone} (next start {next_start})"
+        f"in window {window.label} {settings.timezone} "
+        f"(next start {_when(window.next_start(now), settings)})"
         + (f": {', '.join(stamped)}" if stamped else "")
     )
     logger.info(message)

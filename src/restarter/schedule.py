@@ -124,6 +124,18 @@ def is_due(window: DailyWindow, now: dt.datetime, last_restart: dt.datetime | No
     return last_restart is None or last_restart < occurrence.start
 
 
+def next_restart(
+    window: DailyWindow, now: dt.datetime, last_restart: dt.datetime | None
+) -> dt.datetime:
+    """When this window can next restart a workload last restarted at ``last_restart``."""
+    occurrence = window.occurrence_at(now)
+    if occurrence is None:
+        return window.next_start(now)
+    if last_restart is None or last_restart < occurrence.start:
+        return occurrence.start
+    return window.next_start(occurrence.end)
+
+
 def earliest(windows: list[DailyWindow], now: dt.datetime) -> DailyWindow:
     """The window that opens first from ``now`` (an open one counts as opening now)."""
     return min(windows, key=lambda window: window.next_start(now))

@@ -11,6 +11,7 @@ from restarter.schedule import (
     DailyWindow,
     ScheduleError,
     is_due,
+    next_restart,
     parse_hhmm,
     parse_length,
     parse_zone,
@@ -132,3 +133,20 @@ def test_bad_lengths_are_refused(text: str) -> None:
 def test_unknown_zone_is_refused() -> None:
     with pytest.raises(ScheduleError, match="Mars/Base"):
         parse_zone("Mars/Base")
+
+
+@pytest.mark.parametrize(
+    ("now", "last_restart", "expected"),
+    [
+        ("2026-12-02T01:00:00+00:00", None, "2026-12-02T03:00:00+00:00"),  # before the window
+        ("2026-12-02T03:20:00+00:00", None, "2026-12-02T03:00:00+00:00"),  # open: now
+        # Already restarted in this occurrence: tomorrow's window.
+        ("2026-12-02T03:20:00+00:00", "2026-12-02T03:05:00+00:00", "2026-12-03T03:00:00+00:00"),
+        ("2026-12-02T03:20:00+00:00", "2026-12-01T03:05:00+00:00", "2026-12-02T03:00:00+00:00"),
+    ],
+)
+def test_next_restart_accounts_for_a_restart_in_the_open_occurrence(
+    now: str, last_restart: str | None, expected: str
+) -> None:
+    last = at(last_restart) if last_restart else None
+    assert next_restart(window("03.00"), at(now), last) == at(expected)
