@@ -73,7 +73,11 @@ def pending_marks(annotations: Mapping[str, str] | None) -> list[Mark]:
     for token, slots in sorted(tokens.items()):
         since = slots.get("since")
         marks.append(
-            Mark(token, int(since) if since and since.isdigit() else None, slots.get("window"))
+            Mark(
+                token,
+                int(since) if since and since.isascii() and since.isdigit() else None,
+                slots.get("window"),
+            )
         )
     return marks
 
@@ -102,7 +106,7 @@ class RestartDecision:
 def last_restart(annotations: Mapping[str, str]) -> dt.datetime | None:
     """The instant of restarter's last restart of a workload, from restart-ts."""
     value = annotations.get(keys.RESTART_TS, "")
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         return None
     return dt.datetime.fromtimestamp(int(value), dt.UTC)
 

@@ -17,8 +17,8 @@ import pytz
 
 UTC = pytz.UTC
 MAX_LENGTH = dt.timedelta(hours=24)
-_HHMM = re.compile(r"^([01]\d|2[0-3])\.([0-5]\d)$")
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_HHMM = re.compile(r"([01][0-9]|2[0-3])\.([0-5][0-9])")
+_DURATION = re.compile(r"(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
 
 
 class ScheduleError(ValueError):
@@ -27,7 +27,7 @@ class ScheduleError(ValueError):
 
 def parse_hhmm(text: str) -> tuple[int, int]:
     """``'03.00'`` → ``(3, 0)``; anything but two-digit 24-hour HH.MM is an error."""
-    match = _HHMM.match(text or "")
+    match = _HHMM.fullmatch(text or "")
     if not match:
         raise ScheduleError(f"window {text!r} is not HH.MM (24-hour, e.g. 03.00 or 23.45)")
     return int(match.group(1)), int(match.group(2))
@@ -44,7 +44,7 @@ def parse_zone(name: str) -> dt.tzinfo:
 
 def parse_length(text: str) -> dt.timedelta:
     """``'1h'``, ``'90m'``, ``'1h30m'``, ``'45s'``: more than zero, at most 24 h."""
-    match = _DURATION.match(text or "")
+    match = _DURATION.fullmatch(text or "")
     if not text or not match:
         raise ScheduleError(f"window length {text!r} is not like 1h, 90m or 1h30m")
     hours, minutes, seconds = (int(part or 0) for part in match.groups())

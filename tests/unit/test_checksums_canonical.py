@@ -5,31 +5,86 @@ from __future__ import annotations
 import base64
 import re
 
+import pytest
+
 from restarter.checksums import checksum
+
+CHECKSUM_ALPHABET = set("sha256:0123456789abcdef")
 
 
 def b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
-def test_key_order_does_not_matter() -> None:
-    assert checksum({"a": b64("1"), "b": b64("2")}) == checksum({"b": b64("2"), "a": b64("1")})
+def data(**values: str) -> dict[str, str]:
+    """Secret data as the API returns it: base64 values."""
+    return {key: b64(value) for key, value in values.items()}
 
 
-def test_format_is_sha256_hex() -> None:
-    assert re.fullmatch(r"sha256:[0-9a-f]{64}", checksum({"a": b64("1")}))
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ({"a": b64("1"), "b": b64("2")}, {"b": b64("2"), "a": b64("1")}),
+        (
+            {"user": b64("admin"), "password": b64("pw"), "host": b64("db")},
+            {"host": b64("db"), "user": b64("admin"), "password": b64("pw")},
+        ),
+    ],
+    ids=["two-keys", "three-keys"],
+)
+def test_the_same_data_in_a_different_key_order_has_the_same_checksum(
+    first: dict[str, str], second: dict[str, str]
+) -> None:
+    assert list(first) != list(second)
+    assert checksum(first) == checksum(second)
 
 
-def test_missing_and_empty_data_are_the_same() -> None:
+@pytest.mark.parametrize(
+    "secret_data",
+    [None, {}, data(a="1"), data(password="x" * 10_000)],
+    ids=["none", "empty", "one-key", "a-large-value"],
+)
+def test_the_format_is_sha256_and_64_lowercase_hex_digits(
+    secret_data: dict[str, str] | None,
+) -> None:
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", checksum(secret_data))
+
+
+def test_missing_and_empty_data_have_the_same_checksum() -> None:
     assert checksum(None) == checksum({})
 
 
-def test_a_changed_value_or_key_changes_it() -> None:
-    base = checksum({"password": b64("one")})
-    assert checksum({"password": b64("two")}) != base
-    assert checksum({"passwd": b64("one")}) != base
+def test_the_checksum_is_deterministic() -> None:
+    assert checksum(data(a="1", b="2")) == checksum(data(a="1", b="2"))
 
 
-def test_it_contains_no_value() -> None:
-    value = checksum({"password": b64("hunter2")})
-    assert "hunter2" not in value and b64("hunter2") not in value
+@pytest.mark.parametrize(
+    "changed",
+    [
+        pytest.param(data(password="two"), id="a-changed-value"),
+        pytest.param(data(passwd="one"), id="a-renamed-key"),
+        pytest.param(data(password="one", extra="x"), id="an-added-key"),
+        pytest.param({}, id="all-keys-removed"),
+        pytest.param({"password": b64("one") + "\n"}, id="whitespace-in-the-value"),
+    ],
+)
+def test_a_change_to_the_data_changes_the_checksum(changed: dict[str, str]) -> None:
+    assert checksum(changed) != checksum(data(password="one"))
+
+
+def test_swapping_keys_and_values_changes_the_checksum() -> None:
+    assert checksum({"a": "b"}) != checksum({"b": "a"})
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["hunter2-Password!", "s3cr3t-TOKEN-value", "postgres://user:PW@db:5432/app", "ÄÖÜ-unicode"],
+)
+def test_the_checksum_contains_no_data_value_encoded_or_decoded(value: str) -> None:
+    encoded = b64(value)
+    # Each value holds a character that never occurs in 'sha256:<hex>', so the
+    # assertions below cannot pass by a coincidence of a short hex-like string.
+    assert set(value) - CHECKSUM_ALPHABET and set(encoded) - CHECKSUM_ALPHABET
+    result = checksum({"key": encoded})
+    assert value not in result
+    assert encoded not in result

@@ -1,17 +1,20 @@
-"""Change classification, stamp patches and the restart decision."""
+"""Change classification, stamp patches, pending marks and the restart decision."""
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 import pytest
+import pytz
 
 from restarter import keys
 from restarter.checksums import checksum
 from restarter.decisions import (
     Action,
     Change,
+    Mark,
     classify,
     decide_restart,
     has_pending,
@@ -21,53 +24,148 @@ from restarter.decisions import (
 from restarter.schedule import DailyWindow
 from restarter.settings import Settings
 
-UTC = dt.UTC
-SETTINGS = Settings(timezone="UTC", window_length=dt.timedelta(hours=1))
-IN_WINDOW = dt.datetime(2026, 12, 2, 3, 20, tzinfo=UTC)
-OUTSIDE = dt.datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+UTC = pytz.UTC
+WARSAW = pytz.timezone("Europe/Warsaw")
+HOUR = dt.timedelta(hours=1)
+#: Windows are read in Warsaw; in December Warsaw is UTC+1 (CET).
+SETTINGS = Settings(timezone="Europe/Warsaw", window_length=HOUR)
+RFC3339_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+DATA = {"password": "aHVudGVyMg=="}
+SEEN = "1796000000"
 
 
-def secret(data: dict[str, str], annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"metadata": {"name": "db", "annotations": annotations or {}}, "data": data}
+def warsaw(text: str) -> dt.datetime:
+    """An aware instant from a Warsaw wall-clock ``YYYY-MM-DDTHH:MM[:SS]``."""
+    return WARSAW.localize(dt.datetime.fromisoformat(text), is_dst=None)
+
+
+def epoch(instant: dt.datetime) -> str:
+    return str(int(instant.timestamp()))
+
+
+def secret(
+    data: dict[str, str] | None,
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": "db", "namespace": "ns"}
+    if annotations is not None:
+        metadata["annotations"] = annotations
+    if labels is not None:
+        metadata["labels"] = labels
+    return {"metadata": metadata, "data": data}
 
 
 def workload(
-    marks: dict[str, str], *, paused: bool = False, extra: dict[str, str] | None = None
+    marks: dict[str, str] | None = None,
+    *,
+    paused: bool = False,
+    restart_ts: dt.datetime | None = None,
+    extra: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    annotations = {"unrelated": "x", **(extra or {})}
-    for name, window in marks.items():
-        annotations[keys.pending_key("secret", name)] = "1796000000"
+    """A Deployment with a pending mark per ``{secret name: window}``."""
+    annotations = {"deployment.kubernetes.io/revision": "3", **(extra or {})}
+    for name, window in (marks or {}).items():
+        annotations[keys.pending_key("secret", name)] = SEEN
         annotations[keys.window_key("secret", name)] = window
+    if restart_ts is not None:
+        annotations[keys.RESTART_TS] = epoch(restart_ts)
+    spec: dict[str, Any] = {"replicas": 2, "template": {"metadata": {}, "spec": {}}}
+    if paused:
+        spec["paused"] = True
     return {
         "metadata": {
             "name": "web",
             "namespace": "ns",
-            "resourceVersion": "42",
+            "resourceVersion": "4242",
             "annotations": annotations,
         },
-        "spec": {"paused": paused},
+        "spec": spec,
     }
 
 
-def test_first_sight_is_a_baseline() -> None:
-    assert classify(secret({"a": "MQ=="}))[0] is Change.BASELINE
+# --- classify ----------------------------------------------------------------------------
 
 
-def test_equal_data_is_unchanged_whatever_the_metadata() -> None:
-    recorded = {keys.CHECKSUM: checksum({"a": "MQ=="}), "cert-manager.io/x": "y"}
-    assert classify(secret({"a": "MQ=="}, recorded)) == (Change.UNCHANGED, recorded[keys.CHECKSUM])
+@pytest.mark.parametrize(
+    "first_sight",
+    [
+        pytest.param(secret(DATA), id="no-annotations"),
+        pytest.param(secret(DATA, annotations={}), id="empty-annotations"),
+        pytest.param(secret(DATA, annotations={"other": "x"}), id="other-annotations-only"),
+        pytest.param({"data": DATA}, id="no-metadata"),
+        pytest.param(secret(None), id="no-data"),
+    ],
+)
+def test_a_secret_without_a_checksum_annotation_is_a_baseline(first_sight: dict[str, Any]) -> None:
+    change, current = classify(first_sight)
+    assert change is Change.BASELINE
+    assert current == checksum(first_sight.get("data"))
 
 
-def test_different_data_is_a_change() -> None:
-    recorded = {keys.CHECKSUM: checksum({"a": "MQ=="})}
-    change, current = classify(secret({"a": "Mg=="}, recorded))
-    assert change is Change.CHANGED and current == checksum({"a": "Mg=="})
+def test_a_secret_whose_data_matches_its_checksum_is_unchanged() -> None:
+    recorded = {keys.CHECKSUM: checksum(DATA)}
+    assert classify(secret(DATA, recorded)) == (Change.UNCHANGED, checksum(DATA))
 
 
-def test_stamp_patch_records_time_and_window() -> None:
-    window = DailyWindow.parse("03.00", dt.timedelta(hours=1), UTC)
-    patch = stamp_patch("secret", "db", dt.datetime(2026, 12, 2, 15, 15, tzinfo=UTC), window)
-    assert patch == {
+@pytest.mark.parametrize(
+    "new_data",
+    [
+        pytest.param({"password": "c2VjcmV0"}, id="a-changed-value"),
+        pytest.param({**DATA, "user": "YWRtaW4="}, id="an-added-key"),
+        pytest.param({}, id="emptied"),
+        pytest.param(None, id="data-removed"),
+    ],
+)
+def test_a_secret_whose_data_differs_from_its_checksum_is_changed(
+    new_data: dict[str, str] | None,
+) -> None:
+    change, current = classify(secret(new_data, {keys.CHECKSUM: checksum(DATA)}))
+    assert change is Change.CHANGED
+    assert current == checksum(new_data)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "labels"),
+    [
+        pytest.param({"cert-manager.io/renewed": "now"}, None, id="an-added-annotation"),
+        pytest.param({}, {"restart-at": "05.00"}, id="a-changed-label"),
+        pytest.param({"a": "1", "b": "2"}, {"team": "x", "tier": "db"}, id="labels-and-annots"),
+    ],
+)
+def test_labels_or_annotations_changes_alone_leave_a_secret_unchanged(
+    annotations: dict[str, str], labels: dict[str, str] | None
+) -> None:
+    recorded = {keys.CHECKSUM: checksum(DATA), **annotations}
+    assert classify(secret(DATA, recorded, labels))[0] is Change.UNCHANGED
+
+
+def test_a_secret_with_reordered_data_keys_is_unchanged() -> None:
+    data = {"a": "MQ==", "b": "Mg=="}
+    recorded = {keys.CHECKSUM: checksum(data)}
+    assert classify(secret({"b": "Mg==", "a": "MQ=="}, recorded))[0] is Change.UNCHANGED
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        pytest.param({"password": "c2VjcmV0"}, Change.CHANGED, id="new-data"),
+        pytest.param(DATA, Change.BASELINE, id="same-data"),
+    ],
+)
+def test_a_recreated_secret_is_compared_with_the_checksum_remembered_in_this_run(
+    data: dict[str, str], expected: Change
+) -> None:
+    assert classify(secret(data), remembered=checksum(DATA))[0] is expected
+
+
+# --- stamp patch and pending marks --------------------------------------------------------
+
+
+def test_stamp_patch_records_the_epoch_seconds_seen_and_the_window_label() -> None:
+    window = DailyWindow.parse("03.00", HOUR, WARSAW)
+    seen = dt.datetime(2026, 12, 2, 15, 15, 0, 999_999, tzinfo=UTC)
+    assert stamp_patch("secret", "db", seen, window) == {
         "metadata": {
             "annotations": {
                 "pending-restart.restarter.io/secret.db": "1796224500",
@@ -77,71 +175,254 @@ def test_stamp_patch_records_time_and_window() -> None:
     }
 
 
-def test_marks_are_read_back_in_pairs() -> None:
-    annotations = workload({"a": "03.00", "b": "04.30"})["metadata"]["annotations"]
-    assert [(m.token, m.since, m.window) for m in pending_marks(annotations)] == [
-        ("secret.a", 1796000000, "03.00"),
-        ("secret.b", 1796000000, "04.30"),
+def test_stamp_patch_uses_the_shortened_token_for_a_long_name() -> None:
+    name = "n" * 100
+    window = DailyWindow.parse("23.30", HOUR, WARSAW)
+    annotations = stamp_patch("secret", name, warsaw("2026-12-02T10:00"), window)["metadata"][
+        "annotations"
     ]
-    assert has_pending(annotations)
-    assert not has_pending({"unrelated": "x"}) and not has_pending(None)
+    assert set(annotations) == {keys.pending_key("secret", name), keys.window_key("secret", name)}
+    assert annotations[keys.window_key("secret", name)] == "23.30"
 
 
-def test_waits_outside_the_window_and_says_when() -> None:
-    decision = decide_restart(workload({"db": "03.00"}), SETTINGS, OUTSIDE)
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        pytest.param(
+            workload({"b": "04.30", "a": "03.00"})["metadata"]["annotations"],
+            [Mark("secret.a", 1796000000, "03.00"), Mark("secret.b", 1796000000, "04.30")],
+            id="pairs-sorted-by-token",
+        ),
+        pytest.param(
+            {keys.pending_key("secret", "a"): "17"},
+            [Mark("secret.a", 17, None)],
+            id="pending-without-window",
+        ),
+        pytest.param(
+            {keys.window_key("secret", "a"): "03.00"},
+            [Mark("secret.a", None, "03.00")],
+            id="window-without-pending",
+        ),
+        pytest.param(
+            {keys.pending_key("secret", "a"): "soon", keys.window_key("secret", "a"): "abc"},
+            [Mark("secret.a", None, "abc")],
+            id="a-non-numeric-time",
+        ),
+        pytest.param({"unrelated": "x", keys.RESTART_TS: "1"}, [], id="no-marks"),
+        pytest.param(None, [], id="no-annotations"),
+    ],
+)
+def test_pending_marks_pair_each_pending_time_with_its_window(
+    annotations: dict[str, str] | None, expected: list[Mark]
+) -> None:
+    assert pending_marks(annotations) == expected
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        pytest.param({keys.pending_key("secret", "a"): SEEN}, True, id="a-pending-key"),
+        pytest.param(workload({"a": "03.00"})["metadata"]["annotations"], True, id="a-full-mark"),
+        pytest.param({keys.window_key("secret", "a"): "03.00"}, False, id="a-window-key-only"),
+        pytest.param({keys.RESTART_TS: "1", "other": "x"}, False, id="other-keys"),
+        pytest.param({}, False, id="empty"),
+        pytest.param(None, False, id="none"),
+    ],
+)
+def test_has_pending_is_true_exactly_when_a_pending_key_is_present(
+    annotations: dict[str, str] | None, expected: bool
+) -> None:
+    assert has_pending(annotations) is expected
+
+
+# --- decide_restart ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("now", "next_start"),
+    [
+        pytest.param("2026-12-02T02:59", "2026-12-02T03:00", id="just-before"),
+        pytest.param("2026-12-02T04:00", "2026-12-03T03:00", id="at-the-end"),
+        pytest.param("2026-12-02T12:00", "2026-12-03T03:00", id="at-noon"),
+    ],
+)
+def test_decide_restart_waits_outside_the_window_and_says_when_it_opens(
+    now: str, next_start: str
+) -> None:
+    decision = decide_restart(workload({"db": "03.00"}), SETTINGS, warsaw(now))
     assert decision.action is Action.WAIT
-    assert decision.next_start == dt.datetime(2026, 12, 3, 3, 0, tzinfo=UTC)
+    assert decision.next_start == warsaw(next_start)
     assert decision.patch == {}
+    assert decision.sources == ("secret.db",)
 
 
-def test_restarts_inside_the_window_with_one_patch() -> None:
-    decision = decide_restart(workload({"db": "03.00", "api": "05.00"}), SETTINGS, IN_WINDOW)
+def test_decide_restart_restarts_inside_the_window_with_one_conditional_patch() -> None:
+    now = warsaw("2026-12-02T03:20")  # 02:20 UTC
+    decision = decide_restart(workload({"db": "03.00", "api": "05.00"}), SETTINGS, now)
     assert decision.action is Action.RESTART
-    meta = decision.patch["metadata"]
-    assert meta["resourceVersion"] == "42"
-    assert meta["annotations"][keys.RESTART_TS] == str(int(IN_WINDOW.timestamp()))
-    cleared = {k for k, v in meta["annotations"].items() if v is None}
-    assert cleared == {keys.pending_key("secret", n) for n in ("db", "api")} | {
-        keys.window_key("secret", n) for n in ("db", "api")
+    assert decision.sources == ("secret.api", "secret.db")
+    assert decision.patch == {
+        "metadata": {
+            "resourceVersion": "4242",
+            "annotations": {
+                "pending-restart.restarter.io/secret.db": None,
+                "restart-at.restarter.io/secret.db": None,
+                "pending-restart.restarter.io/secret.api": None,
+                "restart-at.restarter.io/secret.api": None,
+                "restarter.io/restart-ts": epoch(now),
+            },
+        },
+        "spec": {
+            "template": {
+                "metadata": {
+                    "annotations": {"kubectl.kubernetes.io/restartedAt": "2026-12-02T02:20:00Z"}
+                }
+            }
+        },
     }
-    template = decision.patch["spec"]["template"]["metadata"]["annotations"]
-    assert template == {keys.RESTARTED_AT: "2026-12-02T03:20:00Z"}
 
 
-def test_paused_deployments_are_not_restarted() -> None:
-    decision = decide_restart(workload({"db": "03.00"}, paused=True), SETTINGS, IN_WINDOW)
-    assert decision.action is Action.PAUSED and decision.patch == {}
+def test_the_restarted_at_stamp_is_rfc3339_in_utc_without_fractions() -> None:
+    now = warsaw("2026-12-02T03:20:07.654321")
+    patch = decide_restart(workload({"db": "03.00"}), SETTINGS, now).patch
+    stamp = patch["spec"]["template"]["metadata"]["annotations"][keys.RESTARTED_AT]
+    assert RFC3339_UTC.match(stamp)
+    assert stamp == "2026-12-02T02:20:07Z"
+    # `date -u -d @1796178007` prints 2026-12-02 02:20:07 UTC.
+    assert patch["metadata"]["annotations"][keys.RESTART_TS] == "1796178007"
 
 
-def test_a_bad_mark_is_reported_and_restarts_nothing() -> None:
-    decision = decide_restart(workload({"db": "abc"}), SETTINGS, IN_WINDOW)
-    assert decision.action is Action.INVALID and decision.problems
+def test_a_restart_clears_every_mark_key_including_unpaired_and_invalid_ones() -> None:
+    extra = {
+        keys.pending_key("secret", "lonely"): SEEN,
+        keys.window_key("secret", "orphan"): "05.00",
+        keys.window_key("secret", "bad"): "abc",
+        keys.pending_key("secret", "bad"): SEEN,
+        "unrelated.example/keep": "x",
+    }
+    decision = decide_restart(
+        workload({"db": "03.00"}, extra=extra), SETTINGS, warsaw("2026-12-02T03:20")
+    )
+    assert decision.action is Action.RESTART
+    cleared = {
+        key for key, value in decision.patch["metadata"]["annotations"].items() if value is None
+    }
+    expected = {
+        key
+        for key in workload({"db": "03.00"}, extra=extra)["metadata"]["annotations"]
+        if key.startswith(("pending-restart.restarter.io/", "restart-at.restarter.io/"))
+    }
+    assert cleared == expected and len(expected) == 6
+    assert "unrelated.example/keep" not in decision.patch["metadata"]["annotations"]
+    assert any("abc" in problem for problem in decision.problems)
 
 
-def epoch(*parts: int) -> str:
-    return str(int(dt.datetime(*parts, tzinfo=UTC).timestamp()))
+def test_a_paused_deployment_inside_its_window_is_paused_not_restarted() -> None:
+    decision = decide_restart(
+        workload({"db": "03.00"}, paused=True), SETTINGS, warsaw("2026-12-02T03:20")
+    )
+    assert decision.action is Action.PAUSED
+    assert decision.patch == {}
+    assert decision.next_start == warsaw("2026-12-02T03:00")
+
+
+def test_a_paused_deployment_outside_its_window_waits() -> None:
+    decision = decide_restart(
+        workload({"db": "03.00"}, paused=True), SETTINGS, warsaw("2026-12-02T12:00")
+    )
+    assert decision.action is Action.WAIT
+
+
+@pytest.mark.parametrize(
+    "marks",
+    [
+        pytest.param({"db": "abc"}, id="a-malformed-window"),
+        pytest.param({"db": "25.00"}, id="an-impossible-hour"),
+        pytest.param({"db": ""}, id="an-empty-window"),
+        pytest.param({"db": "abc", "api": "3:00"}, id="every-mark-bad"),
+    ],
+)
+def test_a_workload_whose_marks_all_have_bad_windows_is_invalid(marks: dict[str, str]) -> None:
+    decision = decide_restart(workload(marks), SETTINGS, warsaw("2026-12-02T03:20"))
+    assert decision.action is Action.INVALID
+    assert decision.patch == {} and decision.next_start is None
+    assert len(decision.problems) == len(marks)
+    for token, window in ((f"secret.{name}", window) for name, window in marks.items()):
+        assert any(p.startswith(f"{token}: ") and repr(window) in p for p in decision.problems)
+
+
+@pytest.mark.parametrize(
+    ("now", "action", "next_start"),
+    [
+        pytest.param("2026-12-02T03:20", Action.RESTART, "2026-12-02T03:00", id="first-open"),
+        pytest.param("2026-12-02T04:20", Action.WAIT, "2026-12-02T05:00", id="between"),
+        pytest.param("2026-12-02T05:20", Action.RESTART, "2026-12-02T05:00", id="second-open"),
+        pytest.param("2026-12-02T12:00", Action.WAIT, "2026-12-03T03:00", id="both-closed"),
+    ],
+)
+def test_with_two_marks_in_different_windows_either_open_window_restarts(
+    now: str, action: Action, next_start: str
+) -> None:
+    decision = decide_restart(workload({"db": "03.00", "api": "05.00"}), SETTINGS, warsaw(now))
+    assert decision.action is action
+    assert decision.next_start == warsaw(next_start)
 
 
 @pytest.mark.parametrize(
     ("restart_ts", "action"),
     [
-        (epoch(2026, 12, 1, 3, 10), Action.RESTART),  # yesterday's occurrence
-        (epoch(2026, 12, 2, 2, 59), Action.RESTART),  # before this occurrence opened
-        (epoch(2026, 12, 2, 3, 5), Action.WAIT),  # already restarted in this one
+        pytest.param("2026-12-01T03:10", Action.RESTART, id="in-yesterdays-occurrence"),
+        pytest.param("2026-12-02T02:59:59", Action.RESTART, id="just-before-this-occurrence"),
+        pytest.param("2026-12-02T03:00", Action.WAIT, id="at-this-occurrences-start"),
+        pytest.param("2026-12-02T03:05", Action.WAIT, id="inside-this-occurrence"),
     ],
 )
-def test_at_most_one_restart_per_occurrence(restart_ts: str, action: Action) -> None:
-    pending = workload({"db": "03.00"}, extra={keys.RESTART_TS: restart_ts})
-    assert decide_restart(pending, SETTINGS, IN_WINDOW).action is action
+def test_a_workload_is_restarted_at_most_once_per_occurrence(
+    restart_ts: str, action: Action
+) -> None:
+    pending = workload({"db": "03.00"}, restart_ts=warsaw(restart_ts))
+    assert decide_restart(pending, SETTINGS, warsaw("2026-12-02T03:20")).action is action
 
 
-def test_window_is_read_in_the_operator_zone() -> None:
-    warsaw = Settings(timezone="Europe/Warsaw", window_length=dt.timedelta(hours=1))
-    # 03:20 UTC is 04:20 in Warsaw: the 03.00 window closed at 04:00 local.
-    assert decide_restart(workload({"db": "03.00"}), warsaw, IN_WINDOW).action is Action.WAIT
+def test_a_restart_in_one_window_does_not_block_another_windows_occurrence() -> None:
+    pending = workload({"db": "03.00", "api": "05.00"}, restart_ts=warsaw("2026-12-02T03:10"))
+    assert decide_restart(pending, SETTINGS, warsaw("2026-12-02T05:20")).action is Action.RESTART
 
 
-def test_a_recreated_secret_with_new_data_counts_as_changed() -> None:
-    remembered = checksum({"a": "MQ=="})
-    assert classify(secret({"a": "Mg=="}), remembered)[0] is Change.CHANGED
-    assert classify(secret({"a": "MQ=="}), remembered)[0] is Change.BASELINE
+def test_a_non_numeric_restart_ts_counts_as_never_restarted() -> None:
+    pending = workload({"db": "03.00"}, extra={keys.RESTART_TS: "yesterday"})
+    assert decide_restart(pending, SETTINGS, warsaw("2026-12-02T03:20")).action is Action.RESTART
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        pytest.param(keys.RESTART_TS, id="restart-ts"),
+        pytest.param(keys.pending_key("secret", "db"), id="pending-restart"),
+    ],
+)
+def test_a_digit_like_but_non_decimal_timestamp_counts_as_absent(key: str) -> None:
+    pending = workload({"db": "03.00"})
+    pending["metadata"]["annotations"][key] = "\u00b2"
+    assert decide_restart(pending, SETTINGS, warsaw("2026-12-02T03:20")).action is Action.RESTART
+
+
+@pytest.mark.parametrize(
+    ("timezone", "expected"),
+    [
+        pytest.param("UTC", Action.RESTART, id="utc-0320-is-inside"),
+        pytest.param("Europe/Warsaw", Action.WAIT, id="warsaw-0420-is-after"),
+        pytest.param("Asia/Kolkata", Action.WAIT, id="kolkata-0850-is-after"),
+    ],
+)
+def test_the_window_is_read_in_the_operators_zone(timezone: str, expected: Action) -> None:
+    settings = Settings(timezone=timezone, window_length=HOUR)
+    now = dt.datetime(2026, 12, 2, 3, 20, tzinfo=UTC)
+    assert decide_restart(workload({"db": "03.00"}), settings, now).action is expected
+
+
+def test_the_window_length_comes_from_the_settings() -> None:
+    now = warsaw("2026-12-02T04:20")
+    long_window = Settings(timezone="Europe/Warsaw", window_length=dt.timedelta(hours=2))
+    assert decide_restart(workload({"db": "03.00"}), long_window, now).action is Action.RESTART
+    assert decide_restart(workload({"db": "03.00"}), SETTINGS, now).action is Action.WAIT

@@ -1,4 +1,4 @@
-"""Which Secrets and ConfigMaps a pod spec uses."""
+"""Which Secrets and ConfigMaps a pod spec uses, through every path the API offers."""
 
 from __future__ import annotations
 
@@ -8,84 +8,212 @@ import pytest
 
 from restarter.references import CONFIGMAP, SECRET, Reference, references
 
+# --- factories ---------------------------------------------------------------------------
 
-def pod(
-    container: dict[str, Any] | None = None,
+
+def container(name: str = "main", **fields: Any) -> dict[str, Any]:
+    return {"name": name, "image": "registry.example/app:1", **fields}
+
+
+def pod_spec(
     *,
-    init: bool = False,
+    containers: list[dict[str, Any]] | None = None,
+    init_containers: list[dict[str, Any]] | None = None,
     volumes: list[dict[str, Any]] | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [{"name": "main", "image": "x"}], **extra}
-    if container and init:
-        spec["initContainers"] = [container]
-    elif container:
-        spec["containers"].append(container)
+    spec: dict[str, Any] = {"containers": containers or [container()], **extra}
+    if init_containers:
+        spec["initContainers"] = init_containers
     if volumes:
         spec["volumes"] = volumes
     return spec
 
 
-ENV_CASES = [
-    (
-        {"env": [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]},
-        Reference(SECRET, "s"),
-    ),
-    ({"envFrom": [{"secretRef": {"name": "s"}}]}, Reference(SECRET, "s")),
-    (
-        {"env": [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]},
-        Reference(CONFIGMAP, "c"),
-    ),
-    ({"envFrom": [{"configMapRef": {"name": "c"}}]}, Reference(CONFIGMAP, "c")),
+def secret_key_env(secret: str, key: str = "k") -> dict[str, Any]:
+    return {"name": "FROM_SECRET", "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
+
+def configmap_key_env(configmap: str, key: str = "k") -> dict[str, Any]:
+    return {"name": "FROM_CM", "valueFrom": {"configMapKeyRef": {"name": configmap, "key": key}}}
+
+
+def secret_env_from(secret: str) -> dict[str, Any]:
+    return {"secretRef": {"name": secret}}
+
+
+def configmap_env_from(configmap: str) -> dict[str, Any]:
+    return {"configMapRef": {"name": configmap}}
+
+
+def secret_volume(secret: str) -> dict[str, Any]:
+    return {"name": f"vol-{secret}", "secret": {"secretName": secret}}
+
+
+def configmap_volume(configmap: str) -> dict[str, Any]:
+    return {"name": f"vol-{configmap}", "configMap": {"name": configmap}}
+
+
+def projected_volume(*sources: dict[str, Any]) -> dict[str, Any]:
+    return {"name": "projected", "projected": {"sources": list(sources)}}
+
+
+def projected_secret(secret: str) -> dict[str, Any]:
+    return {"secret": {"name": secret, "items": [{"key": "k", "path": "k"}]}}
+
+
+def projected_configmap(configmap: str) -> dict[str, Any]:
+    return {"configMap": {"name": configmap}}
+
+
+def secret(name: str) -> Reference:
+    return Reference(SECRET, name)
+
+
+def configmap(name: str) -> Reference:
+    return Reference(CONFIGMAP, name)
+
+
+# --- containers and initContainers --------------------------------------------------------
+
+CONTAINER_PATHS = [
+    pytest.param({"env": [secret_key_env("s")]}, secret("s"), id="env-secretKeyRef"),
+    pytest.param({"envFrom": [secret_env_from("s")]}, secret("s"), id="envFrom-secretRef"),
+    pytest.param({"env": [configmap_key_env("c")]}, configmap("c"), id="env-configMapKeyRef"),
+    pytest.param({"envFrom": [configmap_env_from("c")]}, configmap("c"), id="envFrom-configMapRef"),
 ]
 
 
-@pytest.mark.parametrize("init", [False, True], ids=["containers", "initContainers"])
-@pytest.mark.parametrize(("fields", "expected"), ENV_CASES)
-def test_env_references_in_every_container_list(
-    fields: dict[str, Any], expected: Reference, init: bool
+@pytest.mark.parametrize(("fields", "expected"), CONTAINER_PATHS)
+def test_a_container_reference_is_found_in_containers(
+    fields: dict[str, Any], expected: Reference
 ) -> None:
-    container = {"name": "c", "image": "x", **fields}
-    assert references(pod(container, init=init)) == {expected}
+    spec = pod_spec(containers=[container(), container("sidecar", **fields)])
+    assert references(spec) == {expected}
+
+
+@pytest.mark.parametrize(("fields", "expected"), CONTAINER_PATHS)
+def test_a_container_reference_is_found_in_init_containers(
+    fields: dict[str, Any], expected: Reference
+) -> None:
+    assert references(pod_spec(init_containers=[container("init", **fields)])) == {expected}
+
+
+def test_plain_env_values_are_not_references() -> None:
+    env = [
+        {"name": "PLAIN", "value": "x"},
+        {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "CPU", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}},
+    ]
+    assert references(pod_spec(containers=[container(env=env)])) == frozenset()
+
+
+# --- volumes -----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("volume", "expected"),
     [
-        ({"name": "v", "secret": {"secretName": "s"}}, Reference(SECRET, "s")),
-        (
-            {"name": "v", "projected": {"sources": [{"secret": {"name": "s"}}]}},
-            Reference(SECRET, "s"),
+        pytest.param(secret_volume("s"), secret("s"), id="secret-secretName"),
+        pytest.param(configmap_volume("c"), configmap("c"), id="configMap-name"),
+        pytest.param(projected_volume(projected_secret("s")), secret("s"), id="projected-secret"),
+        pytest.param(
+            projected_volume(projected_configmap("c")), configmap("c"), id="projected-configMap"
         ),
-        ({"name": "v", "configMap": {"name": "c"}}, Reference(CONFIGMAP, "c")),
-        (
-            {
-                "name": "v",
-                "projected": {
-                    "sources": [
-                        {"configMap": {"name": "c"}},
-                        {"serviceAccountToken": {"path": "t"}},
-                    ]
-                },
-            },
-            Reference(CONFIGMAP, "c"),
+        pytest.param(
+            projected_volume(
+                {"serviceAccountToken": {"path": "token"}},
+                {"downwardAPI": {"items": []}},
+                projected_secret("s"),
+            ),
+            secret("s"),
+            id="projected-among-other-sources",
         ),
     ],
 )
-def test_volume_references(volume: dict[str, Any], expected: Reference) -> None:
-    assert references(pod(volumes=[volume])) == {expected}
+def test_a_volume_reference_is_found(volume: dict[str, Any], expected: Reference) -> None:
+    assert references(pod_spec(volumes=[volume])) == {expected}
+
+
+def test_volumes_that_use_no_secret_or_configmap_are_not_references() -> None:
+    volumes = [
+        {"name": "scratch", "emptyDir": {}},
+        {"name": "host", "hostPath": {"path": "/tmp"}},
+        projected_volume({"serviceAccountToken": {"path": "token"}}),
+    ]
+    assert references(pod_spec(volumes=volumes)) == frozenset()
+
+
+# --- everything together -----------------------------------------------------------------
+
+
+def test_every_path_at_once_yields_every_reference_once() -> None:
+    spec = pod_spec(
+        init_containers=[container("init", env=[secret_key_env("init-secret")])],
+        containers=[
+            container(
+                env=[secret_key_env("env-secret"), configmap_key_env("env-cm")],
+                envFrom=[secret_env_from("from-secret"), configmap_env_from("from-cm")],
+            ),
+            container("sidecar", envFrom=[secret_env_from("env-secret")]),
+        ],
+        volumes=[
+            secret_volume("vol-secret"),
+            configmap_volume("vol-cm"),
+            projected_volume(projected_secret("proj-secret"), projected_configmap("proj-cm")),
+        ],
+    )
+    assert references(spec) == {
+        secret("init-secret"),
+        secret("env-secret"),
+        secret("from-secret"),
+        secret("vol-secret"),
+        secret("proj-secret"),
+        configmap("env-cm"),
+        configmap("from-cm"),
+        configmap("vol-cm"),
+        configmap("proj-cm"),
+    }
+
+
+def test_the_same_secret_used_twice_is_one_reference() -> None:
+    spec = pod_spec(
+        containers=[container(envFrom=[secret_env_from("s")])], volumes=[secret_volume("s")]
+    )
+    assert references(spec) == {secret("s")}
+
+
+def test_a_secret_and_a_configmap_of_the_same_name_are_two_references() -> None:
+    spec = pod_spec(volumes=[secret_volume("app"), configmap_volume("app")])
+    assert references(spec) == {secret("app"), configmap("app")}
+
+
+# --- not references ----------------------------------------------------------------------
 
 
 def test_image_pull_secrets_are_not_references() -> None:
-    assert references(pod(imagePullSecrets=[{"name": "regcred"}])) == frozenset()
+    spec = pod_spec(imagePullSecrets=[{"name": "regcred"}])
+    assert references(spec) == frozenset()
 
 
-def test_a_pod_that_uses_nothing_and_a_missing_spec_have_no_references() -> None:
-    assert references(pod()) == frozenset()
-    assert references(None) == frozenset()
+def test_image_pull_secrets_are_left_out_beside_real_references() -> None:
+    spec = pod_spec(imagePullSecrets=[{"name": "regcred"}], volumes=[secret_volume("tls")])
+    assert references(spec) == {secret("tls")}
 
 
-def test_the_same_secret_twice_is_one_reference() -> None:
-    container = {"name": "c", "image": "x", "envFrom": [{"secretRef": {"name": "s"}}]}
-    spec = pod(container, volumes=[{"name": "v", "secret": {"secretName": "s"}}])
-    assert references(spec) == {Reference(SECRET, "s")}
+@pytest.mark.parametrize(
+    "spec",
+    [
+        pytest.param(pod_spec(), id="a-pod-using-nothing"),
+        pytest.param({}, id="an-empty-spec"),
+        pytest.param(None, id="no-spec"),
+        pytest.param(
+            {"containers": None, "initContainers": None, "volumes": None}, id="null-lists"
+        ),
+        pytest.param(
+            pod_spec(containers=[container(env=None, envFrom=None)]), id="null-env-fields"
+        ),
+    ],
+)
+def test_a_spec_that_references_nothing_has_no_references(spec: dict[str, Any] | None) -> None:
+    assert references(spec) == frozenset()

@@ -8,13 +8,51 @@ import pytest
 
 from restarter.settings import Settings, SettingsError, build
 
-
-def test_defaults() -> None:
-    assert build([], {}) == Settings()
-    assert Settings().window_length == dt.timedelta(hours=1)
+LIVENESS = "http://0.0.0.0:8080/healthz"
 
 
-def test_environment_is_read() -> None:
+def test_build_with_no_flags_and_no_environment_gives_the_defaults() -> None:
+    settings = build([], {})
+    assert settings == Settings()
+    assert settings == Settings(
+        timezone="UTC",
+        window_length=dt.timedelta(hours=1),
+        timer_interval=60.0,
+        namespaces=(),
+        liveness_endpoint=None,
+        log_level="INFO",
+        log_format="plain",
+    )
+
+
+def test_build_ignores_variables_outside_the_restarter_prefix() -> None:
+    assert build([], {"TZ": "Europe/Warsaw", "NAMESPACE": "x"}) == Settings()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "field", "expected"),
+    [
+        ("RESTARTER_TIMEZONE", "Europe/Warsaw", "timezone", "Europe/Warsaw"),
+        ("RESTARTER_WINDOW_LENGTH", "90m", "window_length", dt.timedelta(minutes=90)),
+        ("RESTARTER_WINDOW_LENGTH", "1h30m", "window_length", dt.timedelta(minutes=90)),
+        ("RESTARTER_TIMER_INTERVAL", "15", "timer_interval", 15.0),
+        ("RESTARTER_TIMER_INTERVAL", "0.5", "timer_interval", 0.5),
+        ("RESTARTER_NAMESPACES", "a, b,,a", "namespaces", ("a", "b")),
+        ("RESTARTER_NAMESPACES", " , ,", "namespaces", ()),
+        ("RESTARTER_NAMESPACES", "only", "namespaces", ("only",)),
+        ("RESTARTER_LIVENESS", LIVENESS, "liveness_endpoint", LIVENESS),
+        ("RESTARTER_LIVENESS", "", "liveness_endpoint", None),
+        ("RESTARTER_LOG_LEVEL", "debug", "log_level", "DEBUG"),
+        ("RESTARTER_LOG_FORMAT", "json", "log_format", "json"),
+    ],
+)
+def test_each_restarter_variable_sets_its_setting(
+    variable: str, value: str, field: str, expected: object
+) -> None:
+    assert getattr(build([], {variable: value}), field) == expected
+
+
+def test_all_variables_together_are_read() -> None:
     settings = build(
         [],
         {
@@ -24,37 +62,93 @@ def test_environment_is_read() -> None:
             "RESTARTER_NAMESPACES": "a, b,,a",
         },
     )
-    assert settings.timezone == "Europe/Warsaw"
-    assert settings.window_length == dt.timedelta(minutes=90)
-    assert settings.timer_interval == 15
-    assert settings.namespaces == ("a", "b")
-
-
-def test_flags_override_environment() -> None:
-    settings = build(
-        ["--timezone", "Asia/Kolkata", "-n", "x"],
-        {"RESTARTER_TIMEZONE": "UTC", "RESTARTER_NAMESPACES": "a"},
+    assert settings == Settings(
+        timezone="Europe/Warsaw",
+        window_length=dt.timedelta(minutes=90),
+        timer_interval=15.0,
+        namespaces=("a", "b"),
     )
-    assert settings.timezone == "Asia/Kolkata" and settings.namespaces == ("x",)
+
+
+ENVIRONMENT = {
+    "RESTARTER_TIMEZONE": "UTC",
+    "RESTARTER_WINDOW_LENGTH": "1h",
+    "RESTARTER_TIMER_INTERVAL": "60",
+    "RESTARTER_NAMESPACES": "a,b",
+    "RESTARTER_LIVENESS": LIVENESS,
+    "RESTARTER_LOG_LEVEL": "INFO",
+    "RESTARTER_LOG_FORMAT": "plain",
+}
 
 
 @pytest.mark.parametrize(
-    ("argv", "message"),
+    ("argv", "field", "expected"),
     [
-        (["--timezone", "Mars/Base"], "Mars/Base"),
-        (["--window-length", "0m"], "0m"),
-        (["--timer-interval", "x"], "'x'"),
-        (["--timer-interval", "0.1"], "0.1"),
-        (["--log-level", "LOUD"], "LOUD"),
-        (["--log-format", "xml"], "xml"),
+        (["--timezone", "Asia/Kolkata"], "timezone", "Asia/Kolkata"),
+        (["--window-length", "2h"], "window_length", dt.timedelta(hours=2)),
+        (["--timer-interval", "5"], "timer_interval", 5.0),
+        (["-n", "x"], "namespaces", ("x",)),
+        (["--namespace", "x", "-n", "y", "-n", "x"], "namespaces", ("x", "y")),
+        (["--liveness", "http://127.0.0.1:9090/h"], "liveness_endpoint", "http://127.0.0.1:9090/h"),
+        (["--log-level", "warning"], "log_level", "WARNING"),
+        (["--log-format", "json"], "log_format", "json"),
     ],
 )
-def test_bad_settings_fail_with_a_message_naming_the_value(argv: list[str], message: str) -> None:
+def test_a_flag_overrides_its_environment_variable(
+    argv: list[str], field: str, expected: object
+) -> None:
+    assert getattr(build(argv, ENVIRONMENT), field) == expected
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "message"),
+    [
+        pytest.param(["--timezone", "Mars/Base"], {}, "Mars/Base", id="flag-zone"),
+        pytest.param([], {"RESTARTER_TIMEZONE": "Mars/Base"}, "Mars/Base", id="env-zone"),
+        pytest.param(["--window-length", "0m"], {}, "'0m'", id="flag-length-0m"),
+        pytest.param([], {"RESTARTER_WINDOW_LENGTH": "0m"}, "'0m'", id="env-length-0m"),
+        pytest.param(["--window-length", "25h"], {}, "'25h'", id="flag-length-25h"),
+        pytest.param(["--timer-interval", "x"], {}, "'x'", id="flag-interval-x"),
+        pytest.param([], {"RESTARTER_TIMER_INTERVAL": "x"}, "'x'", id="env-interval-x"),
+        pytest.param(["--timer-interval", "0.1"], {}, "0.1", id="flag-interval-0.1"),
+        pytest.param([], {"RESTARTER_TIMER_INTERVAL": "0.1"}, "0.1", id="env-interval-0.1"),
+        pytest.param(["--timer-interval", "3601"], {}, "3601", id="flag-interval-too-long"),
+        pytest.param(["--log-level", "LOUD"], {}, "LOUD", id="flag-level"),
+        pytest.param([], {"RESTARTER_LOG_LEVEL": "LOUD"}, "LOUD", id="env-level"),
+        pytest.param(["--log-format", "xml"], {}, "xml", id="flag-format"),
+    ],
+)
+def test_a_bad_setting_raises_settings_error_naming_the_value(
+    argv: list[str], environ: dict[str, str], message: str
+) -> None:
     with pytest.raises(SettingsError, match=message):
-        build(argv, {})
+        build(argv, environ)
 
 
-def test_a_window_shorter_than_two_timer_intervals_is_refused() -> None:
-    with pytest.raises(SettingsError, match="two timer intervals"):
-        build(["--window-length", "90s", "--timer-interval", "60"], {})
-    assert build(["--window-length", "3m", "--timer-interval", "60"], {}).timer_interval == 60
+def test_a_good_flag_rescues_a_bad_environment_variable() -> None:
+    settings = build(["--timezone", "Europe/Warsaw"], {"RESTARTER_TIMEZONE": "Mars/Base"})
+    assert settings.timezone == "Europe/Warsaw"
+
+
+@pytest.mark.parametrize(
+    ("length", "interval", "ok"),
+    [
+        pytest.param("90s", "60", False, id="shorter-than-two-intervals"),
+        pytest.param("120s", "60", False, id="exactly-two-intervals"),
+        pytest.param("121s", "60", True, id="just-longer"),
+        pytest.param("3m", "60", True, id="three-intervals"),
+    ],
+)
+def test_the_window_must_be_longer_than_two_timer_intervals(
+    length: str, interval: str, ok: bool
+) -> None:
+    argv = ["--window-length", length, "--timer-interval", interval]
+    if ok:
+        assert build(argv, {}).timer_interval == float(interval)
+    else:
+        with pytest.raises(SettingsError, match="two timer intervals"):
+            build(argv, {})
+
+
+def test_the_zone_property_is_the_named_zone() -> None:
+    assert str(Settings(timezone="Europe/Warsaw").zone) == "Europe/Warsaw"
