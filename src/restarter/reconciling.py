@@ -48,6 +48,11 @@ def reconcile_secret(
     namespace, name = metadata["namespace"], metadata["name"]
     label = (metadata.get("labels") or {}).get(keys.RESTART_AT_LABEL, "")
     change, current = decisions.classify(secret, seen.get((namespace, name)))
+
+    def record_checksum() -> None:
+        api.patch_secret(namespace, name, decisions.checksum_patch(current))
+        seen[namespace, name] = current
+
     if change is Change.UNCHANGED:
         seen[namespace, name] = current
         return
@@ -58,12 +63,10 @@ def reconcile_secret(
         logger.warning(message)
         _warn(secret, reason="InvalidWindow", message=message)
         if change is Change.BASELINE:
-            api.patch_secret(namespace, name, decisions.checksum_patch(current))
-            seen[namespace, name] = current
+            record_checksum()
         return
     if change is Change.BASELINE:
-        api.patch_secret(namespace, name, decisions.checksum_patch(current))
-        seen[namespace, name] = current
+        record_checksum()
         logger.info(
             f"first sight: recorded the checksum; restarts follow data changes "
             f"in window {window.label} {settings.timezone}"
@@ -97,8 +100,7 @@ def reconcile_secret(
         message = f"could not schedule the restart of {', '.join(failed)}; will retry"
         _warn(secret, reason="StampFailed", message=message)
         return
-    api.patch_secret(namespace, name, decisions.checksum_patch(current))
-    seen[namespace, name] = current
+    record_checksum()
     message = (
         f"data changed; {len(stamped)} dependent Deployment(s) scheduled for restart "
         f"in window {window.label} {settings.timezone} "

@@ -12,6 +12,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -258,8 +259,7 @@ class Cluster:
         context = self._ssl_context()
         self._poll(lambda: _http_ok(f"{self.server}/readyz", context), "kube-apiserver", deadline)
 
-    def _poll(self, check: object, what: str, deadline: float) -> None:
-        assert callable(check)
+    def _poll(self, check: Callable[[], bool], what: str, deadline: float) -> None:
         while time.monotonic() < deadline:
             self._check_alive()
             if check():
