@@ -8,10 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from restarter import keys
+from restarter import keys, windows
 from restarter.checksums import checksum
-from restarter.schedule import DailyWindow, ScheduleError, earliest, is_due
+from restarter.references import SOURCE_KINDS
+from restarter.schedule import ScheduleError, Window, earliest, is_due
 from restarter.settings import Settings
+from restarter.windows import WindowRequest
 
 
 class Change(enum.Enum):
@@ -20,28 +22,28 @@ class Change(enum.Enum):
     CHANGED = "changed"
 
 
-def classify(secret: Mapping[str, Any], remembered: str | None = None) -> tuple[Change, str]:
-    """Compare the Secret's data with its recorded checksum; return the new checksum too.
+def classify(source: Mapping[str, Any], remembered: str | None = None) -> tuple[Change, str]:
+    """Compare a source's data with its recorded checksum; return the new checksum too.
 
     ``remembered`` is the checksum this operator saw for the same name earlier in its run:
-    a Secret replaced or re-created with new data has lost its annotation but still
+    a source replaced or re-created with new data has lost its annotation but still
     counts as changed.
     """
-    current = checksum(secret.get("data"))
-    recorded = (secret.get("metadata", {}).get("annotations") or {}).get(keys.CHECKSUM)
+    current = checksum(source.get("data"), source.get("binaryData"))
+    recorded = (source.get("metadata", {}).get("annotations") or {}).get(keys.CHECKSUM)
     if recorded is None:
         changed = remembered is not None and remembered != current
         return (Change.CHANGED if changed else Change.BASELINE), current
     return (Change.UNCHANGED if recorded == current else Change.CHANGED), current
 
 
-def stamp_patch(kind: str, name: str, seen: dt.datetime, window: DailyWindow) -> dict[str, Any]:
+def stamp_patch(kind: str, name: str, seen: dt.datetime, request: WindowRequest) -> dict[str, Any]:
     """Merge patch marking a workload as pending for the named source."""
     return {
         "metadata": {
             "annotations": {
                 keys.pending_key(kind, name): str(int(seen.timestamp())),
-                keys.window_key(kind, name): window.label,
+                keys.window_key(kind, name): request.to_mark(f"{SOURCE_KINDS[kind]}/{name}"),
             }
         }
     }
@@ -87,11 +89,23 @@ def has_pending(annotations: Mapping[str, str] | None) -> bool:
     return any(key.startswith(keys.PENDING_RESTART + "/") for key in (annotations or {}))
 
 
+def opted_out(annotations: Mapping[str, str] | None) -> bool:
+    return (annotations or {}).get(keys.IGNORE) == "true"
+
+
+def mark_window(mark: Mark, settings: Settings) -> WindowRequest:
+    """The window a mark asks for; ScheduleError when it cannot be read."""
+    if mark.window is None:
+        raise ScheduleError("pending mark without its restart-at mark")
+    return windows.from_mark(mark.window, settings.timezone, settings.window_length)
+
+
 class Action(enum.Enum):
     WAIT = "wait"
     RESTART = "restart"
     PAUSED = "paused"
     INVALID = "invalid"
+    OPTED_OUT = "opted-out"  # clear the marks, restart nothing
 
 
 @dataclass(frozen=True)
@@ -119,20 +133,22 @@ def decide_restart(
     annotations = metadata.get("annotations") or {}
     marks = pending_marks(annotations)
     sources = tuple(mark.token for mark in marks)
-    windows: list[DailyWindow] = []
+    if opted_out(annotations):
+        return RestartDecision(
+            Action.OPTED_OUT, patch=clear_patch(annotations, metadata), sources=sources
+        )
+    requested: list[Window] = []
     problems: list[str] = []
     for mark in marks:
         try:
-            windows.append(
-                DailyWindow.parse(mark.window or "", settings.window_length, settings.zone)
-            )
+            requested.append(mark_window(mark, settings).window())
         except ScheduleError as error:
             problems.append(f"{mark.token}: {error}")
-    if not windows:
+    if not requested:
         return RestartDecision(Action.INVALID, sources=sources, problems=tuple(problems))
-    next_start = earliest(windows, now).next_start(now)
+    next_start = earliest(requested, now).next_start(now)
     last = last_restart(annotations)
-    if not any(is_due(window, now, last) for window in windows):
+    if not any(is_due(window, now, last) for window in requested):
         return RestartDecision(
             Action.WAIT, next_start=next_start, sources=sources, problems=tuple(problems)
         )
@@ -149,22 +165,27 @@ def decide_restart(
     )
 
 
-def restart_patch(
-    annotations: Mapping[str, str], metadata: Mapping[str, Any], now: dt.datetime
-) -> dict[str, Any]:
-    """restartedAt on the pod template, restart-ts, every mark removed: one request.
-
-    The resourceVersion makes it conditional: a mark stamped after we read the object
-    makes the patch fail (409) rather than be erased unseen.
-    """
+def clear_patch(annotations: Mapping[str, str], metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """Every mark removed, conditional on the resourceVersion: a mark stamped after we
+    read the object makes the patch fail (409) rather than be erased unseen."""
     cleared: dict[str, str | None] = {
         key: None
         for key in annotations
         if key.startswith((keys.PENDING_RESTART + "/", keys.RESTART_AT + "/"))
     }
-    cleared[keys.RESTART_TS] = str(int(now.timestamp()))
     return {
-        "metadata": {"resourceVersion": metadata.get("resourceVersion"), "annotations": cleared},
+        "metadata": {"resourceVersion": metadata.get("resourceVersion"), "annotations": cleared}
+    }
+
+
+def restart_patch(
+    annotations: Mapping[str, str], metadata: Mapping[str, Any], now: dt.datetime
+) -> dict[str, Any]:
+    """restartedAt on the pod template, restart-ts, every mark removed: one request."""
+    patch = clear_patch(annotations, metadata)
+    patch["metadata"]["annotations"][keys.RESTART_TS] = str(int(now.timestamp()))
+    return {
+        **patch,
         "spec": {
             "template": {
                 "metadata": {

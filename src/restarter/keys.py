@@ -12,16 +12,36 @@ import hashlib
 
 PREFIX = "restarter.io"
 
-#: Label on a Secret: the daily window start, ``HH.MM`` (24-hour, the operator's zone).
+#: Label on a Secret or ConfigMap: ``HH.MM`` (24-hour), several joined by ``_``, ``now``,
+#: or ``cron``. Only sources with this label are watched (server-side selector).
 RESTART_AT_LABEL = "restart-at"
 
-#: Annotation on a Secret: ``sha256:<hex>`` of its data when restarter last acted on it.
+#: Annotation on a source: ``sha256:<hex>`` of its data when restarter last acted on it.
 CHECKSUM = f"{PREFIX}/checksum"
+
+#: Annotation on a source labelled ``restart-at=cron``: 5-field cron of the window starts.
+CRON = f"{PREFIX}/cron"
+
+#: Annotation on a source: IANA zone of its window, overriding the operator's default.
+TIMEZONE = f"{PREFIX}/timezone"
+
+#: Annotation on a source: its window's length (``90m``, ``2h``), overriding the default.
+WINDOW_LENGTH = f"{PREFIX}/window-length"
+
+#: Annotation on a workload: ``"true"`` opts it out; restarter never restarts it.
+IGNORE = f"{PREFIX}/ignore"
+
+#: Annotation on a workload: comma list of Secrets it depends on beyond its pod template.
+DEPENDS_ON_SECRETS = f"{PREFIX}/secrets"
+
+#: Annotation on a workload: comma list of ConfigMaps it depends on beyond its pod template.
+DEPENDS_ON_CONFIGMAPS = f"{PREFIX}/configmaps"
 
 #: Annotation prefix on a workload: epoch seconds when a change of the named source was seen.
 PENDING_RESTART = f"pending-restart.{PREFIX}"
 
-#: Annotation prefix on a workload: the window (``HH.MM``) the named source asked for.
+#: Annotation prefix on a workload: the window the named source asked for, as JSON
+#: (``{"at":"03.00","length":"1h","source":"Secret/db","timezone":"UTC"}``).
 RESTART_AT = f"restart-at.{PREFIX}"
 
 #: Annotation on a workload: epoch seconds of restarter's last restart of it.

@@ -17,6 +17,13 @@ ATTEMPTS = 4
 #: (connect, read) seconds: a half-open connection must not hold a worker thread forever.
 REQUEST_TIMEOUT = (5, 30)
 
+#: The AppsV1Api method stem of each workload resource.
+_SINGULAR = {
+    "deployments": "deployment",
+    "statefulsets": "stateful_set",
+    "daemonsets": "daemon_set",
+}
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -60,42 +67,59 @@ class Api:
     def _plain(self, obj: Any) -> dict[str, Any]:
         return dict(self._client.sanitize_for_serialization(obj))  # type: ignore[no-untyped-call]
 
-    def patch_secret(
-        self, namespace: str, name: str, patch: dict[str, Any]
+    def patch_source(
+        self, kind: str, namespace: str, name: str, patch: dict[str, Any]
     ) -> dict[str, Any] | None:
-        result = self._patch(self._core.patch_namespaced_secret, namespace, name, patch)
-        # The response carries the Secret's data: report only that it exists.
+        """Patch a Secret (``secret``) or ConfigMap (``configmap``)."""
+        method = {
+            "secret": self._core.patch_namespaced_secret,
+            "configmap": self._core.patch_namespaced_config_map,
+        }[kind]
+        result = self._patch(method, namespace, name, patch)
+        # The response carries the source's data: report only that it exists.
         return None if result is None else {}
 
-    def patch_deployment(
-        self, namespace: str, name: str, patch: dict[str, Any]
+    def patch_workload(
+        self, plural: str, namespace: str, name: str, patch: dict[str, Any]
     ) -> dict[str, Any] | None:
-        return self._patch(self._apps.patch_namespaced_deployment, namespace, name, patch)
+        """Patch a Deployment, StatefulSet or DaemonSet (by resource plural)."""
+        method = getattr(self._apps, f"patch_namespaced_{_SINGULAR[plural]}")
+        return self._patch(method, namespace, name, patch)
+
+    def _list_workloads(self, plural: str, namespaces: tuple[str, ...]) -> list[Any]:
+        singular = _SINGULAR[plural]
+        if namespaces:
+            method = getattr(self._apps, f"list_namespaced_{singular}")
+            return [method(ns, _request_timeout=REQUEST_TIMEOUT) for ns in namespaces]
+        method = getattr(self._apps, f"list_{singular}_for_all_namespaces")
+        return [method(_request_timeout=REQUEST_TIMEOUT)]
 
     def release_finalizer(self, finalizer: str, namespaces: tuple[str, ...]) -> list[str]:
-        """Remove ``finalizer`` from every Deployment carrying it; return their names."""
-        if namespaces:
-            lists = [self._apps.list_namespaced_deployment(ns) for ns in namespaces]
-        else:
-            lists = [self._apps.list_deployment_for_all_namespaces()]
+        """Remove ``finalizer`` from every workload carrying it; return their names."""
         released = []
-        for listing in lists:
-            for item in self._plain(listing).get("items", []):
-                metadata = item["metadata"]
-                finalizers = metadata.get("finalizers") or []
-                if finalizer not in finalizers:
-                    continue
-                patch = {
-                    "metadata": {
-                        "resourceVersion": metadata["resourceVersion"],
-                        "finalizers": [f for f in finalizers if f != finalizer],
-                    }
+        for plural in _SINGULAR:
+            for listing in self._list_workloads(plural, namespaces):
+                released += self._release(plural, finalizer, self._plain(listing))
+        return released
+
+    def _release(self, plural: str, finalizer: str, listing: dict[str, Any]) -> list[str]:
+        released = []
+        for item in listing.get("items", []):
+            metadata = item["metadata"]
+            finalizers = metadata.get("finalizers") or []
+            if finalizer not in finalizers:
+                continue
+            patch = {
+                "metadata": {
+                    "resourceVersion": metadata["resourceVersion"],
+                    "finalizers": [f for f in finalizers if f != finalizer],
                 }
-                try:
-                    self.patch_deployment(metadata["namespace"], metadata["name"], patch)
-                except Conflict:
-                    continue  # changed meanwhile; kopf's own shutdown may have handled it
-                released.append(f"{metadata['namespace']}/{metadata['name']}")
+            }
+            try:
+                self.patch_workload(plural, metadata["namespace"], metadata["name"], patch)
+            except Conflict:
+                continue  # changed meanwhile; kopf's own shutdown may have handled it
+            released.append(f"{plural}/{metadata['namespace']}/{metadata['name']}")
         return released
 
     def _patch(

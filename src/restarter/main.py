@@ -16,9 +16,10 @@ from restarter.settings import Settings, SettingsError
 
 
 def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
-    """kopf's settings: server-side label selector, our finalizer, no state on Secrets."""
+    """kopf's settings: server-side label selectors, our finalizer, no state on sources."""
     operator = kopf.OperatorSettings()
     operator.watching.label_selectors["v1", "secrets"] = keys.RESTART_AT_LABEL
+    operator.watching.label_selectors["v1", "configmaps"] = keys.RESTART_AT_LABEL
     operator.watching.chunk_size = 500
     # Only built-in resources in exact namespaces: no need to watch CRDs or namespaces,
     # so RBAC needs no access to either.

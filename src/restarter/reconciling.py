@@ -1,4 +1,4 @@
-"""The two linear flows: a Secret changed → stamp dependents; a pending workload → restart."""
+"""The two linear flows: a source changed → stamp dependents; a pending workload → restart."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any, cast
 
 import kopf
 
-from restarter import decisions, keys
+from restarter import decisions, keys, windows
 from restarter.decisions import Action, Change
 from restarter.kube import Api, Conflict
-from restarter.references import SECRET
-from restarter.schedule import DailyWindow, ScheduleError, next_restart
+from restarter.references import SOURCE_KINDS, WORKLOAD_KINDS
+from restarter.schedule import ScheduleError, next_restart, parse_zone
 from restarter.settings import Settings
 
 
@@ -26,92 +26,99 @@ def _warn(obj: Mapping[str, Any], *, reason: str, message: str) -> None:
     kopf.warn(cast(Any, obj), reason=reason, message=message)
 
 
-def _when(instant: dt.datetime, settings: Settings) -> str:
-    local = instant.astimezone(settings.zone)
-    return f"{local:%Y-%m-%d %H:%M} {settings.timezone}"
+def _when(instant: dt.datetime, zone_name: str) -> str:
+    local = instant.astimezone(parse_zone(zone_name))
+    return f"{local:%Y-%m-%d %H:%M} {zone_name}"
 
 
-def reconcile_secret(
-    secret: Mapping[str, Any],
-    dependents: Iterable[str],
+def reconcile_source(
+    kind: str,
+    source: Mapping[str, Any],
+    dependents: Iterable[tuple[str, str]],
     settings: Settings,
     api: Api,
     now: dt.datetime,
     logger: logging.Logger | logging.LoggerAdapter[Any],
-    seen: MutableMapping[tuple[str, str], str],
+    seen: MutableMapping[tuple[str, str, str], str],
 ) -> None:
     """Stamp every dependent first, record the checksum second: a crash repeats, never loses.
 
-    ``seen`` maps (namespace, name) to the checksum recorded in this run.
+    ``kind`` is ``secret`` or ``configmap``; ``dependents`` are (resource plural, name)
+    pairs; ``seen`` maps (kind, namespace, name) to the checksum recorded in this run.
     """
-    metadata = secret["metadata"]
+    metadata = source["metadata"]
     namespace, name = metadata["namespace"], metadata["name"]
-    label = (metadata.get("labels") or {}).get(keys.RESTART_AT_LABEL, "")
-    change, current = decisions.classify(secret, seen.get((namespace, name)))
+    what = f"{SOURCE_KINDS[kind]} {name}"
+    change, current = decisions.classify(source, seen.get((kind, namespace, name)))
 
     def record_checksum() -> None:
-        api.patch_secret(namespace, name, decisions.checksum_patch(current))
-        seen[namespace, name] = current
+        api.patch_source(kind, namespace, name, decisions.checksum_patch(current))
+        seen[kind, namespace, name] = current
 
     if change is Change.UNCHANGED:
-        seen[namespace, name] = current
+        seen[kind, namespace, name] = current
         return
     try:
-        window = DailyWindow.parse(label, settings.window_length, settings.zone)
+        request = windows.from_source(
+            metadata, settings.timezone, settings.window_length, settings.min_window_length
+        )
     except ScheduleError as error:
-        message = f"label {keys.RESTART_AT_LABEL}: {error}; no restart is scheduled"
+        message = f"{error}; no restart is scheduled"
         logger.warning(message)
-        _warn(secret, reason="InvalidWindow", message=message)
+        _warn(source, reason="InvalidWindow", message=message)
         if change is Change.BASELINE:
             record_checksum()
         return
+    window = request.window()
     if change is Change.BASELINE:
         record_checksum()
         logger.info(
             f"first sight: recorded the checksum; restarts follow data changes "
-            f"in window {window.label} {settings.timezone}"
+            f"in window {request.describe()}"
         )
         return
 
     stamped, failed = [], []
-    for dependent in sorted(set(dependents)):
-        patch = decisions.stamp_patch(SECRET, name, now, window)
+    for plural, dependent in sorted(set(dependents)):
+        label = f"{WORKLOAD_KINDS[plural]} {dependent}"
+        patch = decisions.stamp_patch(kind, name, now, request)
         try:
-            workload = api.patch_deployment(namespace, dependent, patch)
+            workload = api.patch_workload(plural, namespace, dependent, patch)
         except Exception as error:  # one refused patch must not stop the others
-            logger.error(f"could not stamp Deployment {dependent}: {type(error).__name__}")
-            failed.append(dependent)
+            logger.error(f"could not stamp {label}: {type(error).__name__}")
+            failed.append(label)
             continue
         if workload is None:
             continue  # deleted since it was indexed
-        stamped.append(dependent)
+        stamped.append(label)
         annotations = workload.get("metadata", {}).get("annotations") or {}
         when = next_restart(window, now, decisions.last_restart(annotations))
         _event(
             workload,
             type="Normal",
             reason="RestartScheduled",
-            message=f"Secret {name} changed; restart scheduled in window "
-            f"{window.label} (next restart {_when(when, settings)})",
+            message=f"{what} changed; restart scheduled in window "
+            f"{request.describe()} (next restart {_when(when, request.timezone)})",
         )
     if failed:
-        # The checksum stays unrecorded, so the next event or re-list of this Secret
+        # The checksum stays unrecorded, so the next event or re-list of this source
         # stamps again; the stamps that succeeded are idempotent.
         message = f"could not schedule the restart of {', '.join(failed)}; will retry"
-        _warn(secret, reason="StampFailed", message=message)
+        _warn(source, reason="StampFailed", message=message)
         return
     record_checksum()
     message = (
-        f"data changed; {len(stamped)} dependent Deployment(s) scheduled for restart "
-        f"in window {window.label} {settings.timezone} "
-        f"(next start {_when(window.next_start(now), settings)})"
+        f"data changed; {len(stamped)} dependent workload(s) scheduled for restart "
+        f"in window {request.describe()} "
+        f"(next start {_when(window.next_start(now), request.timezone)})"
         + (f": {', '.join(stamped)}" if stamped else "")
     )
     logger.info(message)
-    _event(secret, type="Normal", reason="ChangeDetected", message=message)
+    _event(source, type="Normal", reason="ChangeDetected", message=message)
 
 
 def restart_if_due(
+    plural: str,
     workload: Mapping[str, Any],
     settings: Settings,
     api: Api,
@@ -123,6 +130,9 @@ def restart_if_due(
     metadata = workload["metadata"]
     namespace, name = metadata["namespace"], metadata["name"]
     decision = decisions.decide_restart(workload, settings, now)
+    if decision.action is Action.OPTED_OUT:
+        _clear_opted_out(plural, workload, decision, api, logger)
+        return
     reported = memo.setdefault("reported_problems", set())
     for problem in decision.problems:
         if problem not in reported:
@@ -140,7 +150,7 @@ def restart_if_due(
     if decision.action is not Action.RESTART:
         return
     try:
-        restarted = api.patch_deployment(namespace, name, decision.patch)
+        restarted = api.patch_workload(plural, namespace, name, decision.patch)
     except Conflict:
         logger.info("changed while deciding; deciding again on the next tick")
         return
@@ -152,3 +162,28 @@ def restart_if_due(
     )
     logger.info(message)
     _event(restarted, type="Normal", reason="Restarted", message=message)
+
+
+def _clear_opted_out(
+    plural: str,
+    workload: Mapping[str, Any],
+    decision: decisions.RestartDecision,
+    api: Api,
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+) -> None:
+    """A workload opted out while pending: drop its marks, restart nothing."""
+    metadata = workload["metadata"]
+    try:
+        cleared = api.patch_workload(
+            plural, metadata["namespace"], metadata["name"], decision.patch
+        )
+    except Conflict:
+        return
+    if cleared is None:
+        return
+    message = (
+        f"{keys.IGNORE}=true: pending restart for {', '.join(decision.sources)} dropped; "
+        "nothing restarted"
+    )
+    logger.info(message)
+    _event(cleared, type="Normal", reason="RestartSkipped", message=message)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
+from restarter import keys
+
 SECRET = "secret"
 CONFIGMAP = "configmap"
 
@@ -47,3 +49,40 @@ def references(pod_spec: Mapping[str, Any] | None) -> frozenset[Reference]:
             if name := (projected.get("configMap") or {}).get("name"):
                 found.add(Reference(CONFIGMAP, name))
     return frozenset(found)
+
+
+#: The API kinds of sources, by the short kind used in annotation keys.
+SOURCE_KINDS = {SECRET: "Secret", CONFIGMAP: "ConfigMap"}
+
+#: The workloads restarter restarts (all apps/v1), by resource plural.
+WORKLOAD_KINDS = {
+    "deployments": "Deployment",
+    "statefulsets": "StatefulSet",
+    "daemonsets": "DaemonSet",
+}
+
+
+def _declared(text: str | None) -> list[str]:
+    return [name.strip() for name in (text or "").split(",") if name.strip()]
+
+
+def workload_references(
+    annotations: Mapping[str, str] | None, pod_spec: Mapping[str, Any] | None
+) -> frozenset[Reference]:
+    """What a workload depends on: its pod template, plus the sources it declares.
+
+    ``restarter.io/secrets`` and ``restarter.io/configmaps`` name sources the pod
+    template does not show (an app reading them through the API); a workload with
+    ``restarter.io/ignore: "true"`` depends on nothing, as far as restarter is concerned.
+    """
+    annotations = annotations or {}
+    if annotations.get(keys.IGNORE) == "true":
+        return frozenset()
+    declared = {
+        Reference(SECRET, name) for name in _declared(annotations.get(keys.DEPENDS_ON_SECRETS))
+    }
+    declared |= {
+        Reference(CONFIGMAP, name)
+        for name in _declared(annotations.get(keys.DEPENDS_ON_CONFIGMAPS))
+    }
+    return references(pod_spec) | declared

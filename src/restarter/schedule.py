@@ -1,9 +1,11 @@
 """When a restart window is open: pure wall-clock math in a named IANA zone.
 
-A window starts every day at HH.MM local time and lasts ``length``. A start that does not
-exist that day (spring forward) moves to the first instant after the gap; an ambiguous
-one (fall back) is the first occurrence. A restart only starts inside a window, and a
-workload restarted inside one occurrence is not restarted again in the same occurrence.
+A window opens at local wall-clock starts (every day at HH.MM, or at the minutes a
+5-field cron expression matches) and lasts ``length``. A start that does not exist that
+day (spring forward) moves to the first instant after the gap; an ambiguous one (fall
+back) is the first occurrence, so a start never fires twice in one day. A restart only
+starts inside a window, and a workload restarted inside one occurrence is not restarted
+again in the same occurrence.
 """
 
 from __future__ import annotations
@@ -11,12 +13,15 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import pytz
+from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
 UTC = pytz.UTC
 MAX_LENGTH = dt.timedelta(hours=24)
+#: Wider than any DST shift (at most 2 h anywhere), so a local-time search never misses.
+_DST_MARGIN = dt.timedelta(hours=3)
 _HHMM = re.compile(r"([01][0-9]|2[0-3])\.([0-5][0-9])")
 _DURATION = re.compile(r"(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
 
@@ -63,6 +68,27 @@ class Occurrence:
         return self.start <= instant < self.end
 
 
+class Window(Protocol):
+    """Anything that says which occurrence is open at an instant and when the next opens."""
+
+    def occurrence_at(self, now: dt.datetime) -> Occurrence | None: ...
+
+    def next_start(self, now: dt.datetime) -> dt.datetime: ...
+
+
+def local_start(naive: dt.datetime, zone: dt.tzinfo) -> dt.datetime:
+    """The UTC instant of a local wall-clock start, by the DST rules above."""
+    pytz_zone: Any = zone  # a pytz zone: localize() is not on dt.tzinfo
+    local: dt.datetime
+    try:
+        local = pytz_zone.localize(naive, is_dst=None)
+    except pytz.AmbiguousTimeError:
+        local = pytz_zone.localize(naive, is_dst=True)
+    except pytz.NonExistentTimeError:
+        return _first_instant_at_or_after(naive, zone)
+    return local.astimezone(UTC)
+
+
 @dataclass(frozen=True)
 class DailyWindow:
     """A window opening at hour:minute every local day in ``zone`` and lasting ``length``."""
@@ -83,16 +109,7 @@ class DailyWindow:
 
     def start_on(self, day: dt.date) -> dt.datetime:
         """The UTC instant the window opens on local ``day``."""
-        naive = dt.datetime.combine(day, dt.time(self.hour, self.minute))
-        zone: Any = self.zone  # a pytz zone: localize() is not on dt.tzinfo
-        local: dt.datetime
-        try:
-            local = zone.localize(naive, is_dst=None)
-        except pytz.AmbiguousTimeError:
-            local = zone.localize(naive, is_dst=True)
-        except pytz.NonExistentTimeError:
-            return _first_instant_at_or_after(naive, zone)
-        return local.astimezone(UTC)
+        return local_start(dt.datetime.combine(day, dt.time(self.hour, self.minute)), self.zone)
 
     def occurrence_at(self, now: dt.datetime) -> Occurrence | None:
         """The occurrence open at ``now`` (aware), if any."""
@@ -116,7 +133,98 @@ class DailyWindow:
         raise AssertionError("a daily window opens within three days")
 
 
-def is_due(window: DailyWindow, now: dt.datetime, last_restart: dt.datetime | None) -> bool:
+def parse_cron(expression: str) -> str:
+    """A standard 5-field cron expression (minute hour day month weekday), normalised."""
+    fields = (expression or "").split()
+    if len(fields) != 5:
+        raise ScheduleError(
+            f"cron {expression!r} must have 5 fields: minute hour day-of-month month day-of-week"
+        )
+    normalised = " ".join(fields)
+    if not croniter.is_valid(normalised):
+        raise ScheduleError(f"cron {expression!r} is not a valid cron expression")
+    return normalised
+
+
+@dataclass(frozen=True)
+class CronWindow:
+    """A window opening at each local wall-clock minute a cron expression matches.
+
+    croniter walks naive local times; each is turned into an instant by ``local_start``,
+    so DST is handled exactly as for HH.MM windows. Overlapping occurrences (a start
+    inside the previous one) count from the latest start.
+    """
+
+    expression: str
+    length: dt.timedelta
+    zone: dt.tzinfo
+
+    @classmethod
+    def parse(cls, expression: str, length: dt.timedelta, zone: dt.tzinfo) -> CronWindow:
+        window = cls(parse_cron(expression), length, zone)
+        try:
+            window.next_start(dt.datetime(2000, 1, 1, tzinfo=UTC))
+        except CroniterBadDateError:
+            raise ScheduleError(f"cron {expression!r} never matches a date") from None
+        except CroniterBadCronError as error:
+            raise ScheduleError(f"cron {expression!r} is not valid: {error}") from None
+        return window
+
+    def _local(self, now: dt.datetime) -> dt.datetime:
+        return now.astimezone(self.zone).replace(tzinfo=None)
+
+    def last_start(self, now: dt.datetime) -> dt.datetime:
+        """The latest start at or before ``now``."""
+        walker = croniter(self.expression, self._local(now) + _DST_MARGIN)
+        while True:
+            start = local_start(walker.get_prev(dt.datetime), self.zone)
+            if start <= now:
+                return start
+
+    def occurrence_at(self, now: dt.datetime) -> Occurrence | None:
+        start = self.last_start(now)
+        occurrence = Occurrence(start, start + self.length)
+        return occurrence if occurrence.contains(now) else None
+
+    def next_start(self, now: dt.datetime) -> dt.datetime:
+        """The start of the occurrence open at ``now``, else of the next one."""
+        if open_now := self.occurrence_at(now):
+            return open_now.start
+        walker = croniter(self.expression, self._local(now) - _DST_MARGIN)
+        while True:
+            start = local_start(walker.get_next(dt.datetime), self.zone)
+            if start > now:
+                return start
+
+
+@dataclass(frozen=True)
+class AnyWindow:
+    """Several windows (``03.00_15.00``): open when any is, the latest open start counts."""
+
+    windows: tuple[Window, ...]
+
+    def occurrence_at(self, now: dt.datetime) -> Occurrence | None:
+        open_now = [o for w in self.windows if (o := w.occurrence_at(now)) is not None]
+        return max(open_now, key=lambda occurrence: occurrence.start, default=None)
+
+    def next_start(self, now: dt.datetime) -> dt.datetime:
+        if open_now := self.occurrence_at(now):
+            return open_now.start
+        return min(window.next_start(now) for window in self.windows)
+
+
+@dataclass(frozen=True)
+class Immediately:
+    """``restart-at=now``: always open, so the next timer tick restarts."""
+
+    def occurrence_at(self, now: dt.datetime) -> Occurrence | None:
+        return Occurrence(now, now + dt.timedelta(seconds=1))
+
+    def next_start(self, now: dt.datetime) -> dt.datetime:
+        return now
+
+
+def is_due(window: Window, now: dt.datetime, last_restart: dt.datetime | None) -> bool:
     """True when a window is open at ``now`` and did not already restart this workload."""
     occurrence = window.occurrence_at(now)
     if occurrence is None:
@@ -124,9 +232,7 @@ def is_due(window: DailyWindow, now: dt.datetime, last_restart: dt.datetime | No
     return last_restart is None or last_restart < occurrence.start
 
 
-def next_restart(
-    window: DailyWindow, now: dt.datetime, last_restart: dt.datetime | None
-) -> dt.datetime:
+def next_restart(window: Window, now: dt.datetime, last_restart: dt.datetime | None) -> dt.datetime:
     """When this window can next restart a workload last restarted at ``last_restart``."""
     occurrence = window.occurrence_at(now)
     if occurrence is None:
@@ -136,7 +242,7 @@ def next_restart(
     return window.next_start(occurrence.end)
 
 
-def earliest(windows: list[DailyWindow], now: dt.datetime) -> DailyWindow:
+def earliest(windows: list[Window], now: dt.datetime) -> Window:
     """The window that opens first from ``now`` (an open one counts as opening now)."""
     return min(windows, key=lambda window: window.next_start(now))
 

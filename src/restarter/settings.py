@@ -45,6 +45,11 @@ class Settings:
     def zone(self) -> dt.tzinfo:
         return parse_zone(self.timezone)
 
+    @property
+    def min_window_length(self) -> dt.timedelta:
+        """A window must outlast two timer intervals, or it could pass between two ticks."""
+        return dt.timedelta(seconds=2 * self.timer_interval)
+
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("plain", "json")

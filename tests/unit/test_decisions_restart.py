@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from typing import Any
 
@@ -21,8 +22,8 @@ from restarter.decisions import (
     pending_marks,
     stamp_patch,
 )
-from restarter.schedule import DailyWindow
 from restarter.settings import Settings
+from restarter.windows import WindowRequest
 
 UTC = pytz.UTC
 WARSAW = pytz.timezone("Europe/Warsaw")
@@ -162,27 +163,38 @@ def test_a_recreated_secret_is_compared_with_the_checksum_remembered_in_this_run
 # --- stamp patch and pending marks --------------------------------------------------------
 
 
-def test_stamp_patch_records_the_epoch_seconds_seen_and_the_window_label() -> None:
-    window = DailyWindow.parse("03.00", HOUR, WARSAW)
+def test_stamp_patch_records_the_epoch_seconds_seen_and_the_window_asked_for() -> None:
+    request = WindowRequest("03.00", "Europe/Warsaw", HOUR)
     seen = dt.datetime(2026, 12, 2, 15, 15, 0, 999_999, tzinfo=UTC)
-    assert stamp_patch("secret", "db", seen, window) == {
+    assert stamp_patch("secret", "db", seen, request) == {
         "metadata": {
             "annotations": {
                 "pending-restart.restarter.io/secret.db": "1796224500",
-                "restart-at.restarter.io/secret.db": "03.00",
+                "restart-at.restarter.io/secret.db": '{"at":"03.00","length":"1h",'
+                '"source":"Secret/db","timezone":"Europe/Warsaw"}',
             }
         }
     }
 
 
+def test_stamp_patch_for_a_configmap_names_it_in_key_and_value() -> None:
+    request = WindowRequest("cron", "UTC", 2 * HOUR, "0 3 * * 1-5")
+    seen = dt.datetime(2026, 12, 2, 15, 15, tzinfo=UTC)
+    assert stamp_patch("configmap", "app", seen, request)["metadata"]["annotations"] == {
+        "pending-restart.restarter.io/configmap.app": "1796224500",
+        "restart-at.restarter.io/configmap.app": '{"at":"cron","cron":"0 3 * * 1-5",'
+        '"length":"2h","source":"ConfigMap/app","timezone":"UTC"}',
+    }
+
+
 def test_stamp_patch_uses_the_shortened_token_for_a_long_name() -> None:
     name = "n" * 100
-    window = DailyWindow.parse("23.30", HOUR, WARSAW)
-    annotations = stamp_patch("secret", name, warsaw("2026-12-02T10:00"), window)["metadata"][
+    request = WindowRequest("23.30", "Europe/Warsaw", HOUR)
+    annotations = stamp_patch("secret", name, warsaw("2026-12-02T10:00"), request)["metadata"][
         "annotations"
     ]
     assert set(annotations) == {keys.pending_key("secret", name), keys.window_key("secret", name)}
-    assert annotations[keys.window_key("secret", name)] == "23.30"
+    assert json.loads(annotations[keys.window_key("secret", name)])["source"] == f"Secret/{name}"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,172 @@
+"""The window a source asks for: read from its label and annotations, carried in marks.
+
+A source (Secret or ConfigMap) chooses its window with the label ``restart-at``:
+
+- ``HH.MM``, or several joined by ``_`` (``03.00_15.00``): daily starts;
+- ``now``: restart at the next timer tick;
+- ``cron``: the starts are the 5-field cron expression in the ``restarter.io/cron``
+  annotation (labels cannot hold spaces).
+
+The annotations ``restarter.io/timezone`` and ``restarter.io/window-length`` override the
+operator's zone and length for that source. The resolved request is stamped on every
+dependent workload as JSON, so the restart follows what the source asked at the change,
+whatever happens to the source or the operator's defaults afterwards.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from restarter import keys
+from restarter.schedule import (
+    AnyWindow,
+    CronWindow,
+    DailyWindow,
+    Immediately,
+    ScheduleError,
+    Window,
+    parse_cron,
+    parse_hhmm,
+    parse_length,
+    parse_zone,
+)
+
+NOW = "now"
+CRON = "cron"
+
+
+def format_length(length: dt.timedelta) -> str:
+    """``timedelta(minutes=90)`` → ``'1h30m'`` (the form ``parse_length`` reads)."""
+    total = int(length.total_seconds())
+    hours, rest = divmod(total, 3600)
+    minutes, seconds = divmod(rest, 60)
+    parts = [(hours, "h"), (minutes, "m"), (seconds, "s")]
+    return "".join(f"{value}{unit}" for value, unit in parts if value) or "0s"
+
+
+def _daily_starts(label: str) -> tuple[str, ...]:
+    """``'15.00_03.00'`` → ``('03.00', '15.00')``: validated, sorted, without repeats."""
+    parts = label.split("_")
+    for part in parts:
+        parse_hhmm(part)
+    return tuple(sorted(set(parts)))
+
+
+@dataclass(frozen=True)
+class WindowRequest:
+    """A source's window, resolved against the operator's defaults and validated."""
+
+    at: str
+    """``HH.MM[_HH.MM...]``, ``now`` or ``cron``: the label's value, normalised."""
+
+    timezone: str
+    length: dt.timedelta
+    cron: str | None = None
+
+    def window(self) -> Window:
+        if self.at == NOW:
+            return Immediately()
+        zone = parse_zone(self.timezone)
+        if self.at == CRON:
+            return CronWindow.parse(self.cron or "", self.length, zone)
+        starts = _daily_starts(self.at)
+        dailies = tuple(DailyWindow.parse(start, self.length, zone) for start in starts)
+        return dailies[0] if len(dailies) == 1 else AnyWindow(dailies)
+
+    def describe(self) -> str:
+        """How Events, logs and ``plan`` name the window."""
+        if self.at == NOW:
+            return "now"
+        length = format_length(self.length)
+        if self.at == CRON:
+            return f"cron '{self.cron}' {self.timezone} ({length} long)"
+        return f"{self.at.replace('_', ', ')} {self.timezone} ({length} long)"
+
+    def to_mark(self, source: str) -> str:
+        """The mark's value on a workload: compact JSON naming the source too."""
+        value: dict[str, str] = {"source": source, "at": self.at}
+        if self.at != NOW:
+            value |= {"timezone": self.timezone, "length": format_length(self.length)}
+        if self.cron is not None:
+            value["cron"] = self.cron
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _validated(request: WindowRequest, min_length: dt.timedelta) -> WindowRequest:
+    request.window()
+    if request.at != NOW and request.length <= min_length:
+        raise ScheduleError(
+            f"window length {format_length(request.length)} must be longer than "
+            f"{format_length(min_length)} (two timer intervals), or a window could pass "
+            "between two checks"
+        )
+    return request
+
+
+def from_source(
+    metadata: Mapping[str, Any],
+    default_zone: str,
+    default_length: dt.timedelta,
+    min_length: dt.timedelta = dt.timedelta(0),
+) -> WindowRequest:
+    """The request a source's label and annotations make; ScheduleError says what is wrong."""
+    label = (metadata.get("labels") or {}).get(keys.RESTART_AT_LABEL, "")
+    annotations = metadata.get("annotations") or {}
+    cron = annotations.get(keys.CRON)
+    zone = annotations.get(keys.TIMEZONE, default_zone)
+    length_text = annotations.get(keys.WINDOW_LENGTH)
+    length = default_length if length_text is None else parse_length(length_text)
+    if label == CRON:
+        if cron is None:
+            raise ScheduleError(
+                f"label restart-at=cron needs the annotation {keys.CRON} (e.g. '0 3 * * 1-5')"
+            )
+        request = WindowRequest(CRON, zone, length, parse_cron(cron))
+    elif cron is not None:
+        raise ScheduleError(
+            f"annotation {keys.CRON} is only read with the label restart-at=cron "
+            f"(the label says {label!r})"
+        )
+    elif label == NOW:
+        request = WindowRequest(NOW, zone, length)
+    else:
+        request = WindowRequest("_".join(_daily_starts(label)), zone, length)
+    return _validated(request, min_length)
+
+
+def from_mark(value: str, default_zone: str, default_length: dt.timedelta) -> WindowRequest:
+    """Read a mark back. A bare ``HH.MM`` (marks of restarter 0.1) uses today's defaults."""
+    if not value.startswith("{"):
+        return WindowRequest("_".join(_daily_starts(value)), default_zone, default_length)
+    try:
+        fields = json.loads(value)
+        at = fields["at"]
+        if at == NOW:
+            return WindowRequest(NOW, default_zone, default_length)
+        request = WindowRequest(
+            at=at if at == CRON else "_".join(_daily_starts(at)),
+            timezone=fields["timezone"],
+            length=parse_length(fields["length"]),
+            cron=parse_cron(fields["cron"]) if at == CRON else None,
+        )
+    except ScheduleError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ScheduleError(f"mark {value!r} is not a window restarter wrote") from None
+    request.window()
+    return request
+
+
+def source_of_mark(value: str) -> str | None:
+    """The ``Kind/name`` a mark names, if it is one of ours in JSON form."""
+    if not value.startswith("{"):
+        return None
+    try:
+        source = json.loads(value).get("source")
+    except (ValueError, AttributeError):
+        return None
+    return source if isinstance(source, str) else None
