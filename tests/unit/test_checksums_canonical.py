@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
 import re
 
 import pytest
@@ -88,3 +90,23 @@ def test_the_checksum_contains_no_data_value_encoded_or_decoded(value: str) -> N
     result = checksum({"key": encoded})
     assert value not in result
     assert encoded not in result
+
+
+def test_a_configmaps_binary_data_counts() -> None:
+    text = {"app.conf": "level=info"}
+    assert checksum(text, {"blob": b64("one")}) != checksum(text, {"blob": b64("two")})
+    assert checksum(text, {"blob": b64("one")}) != checksum(text)
+
+
+def test_no_binary_data_keeps_the_checksum_secrets_always_had() -> None:
+    """Upgrading must not make every labelled Secret look changed."""
+    values = data(password="pw")
+    assert checksum(values, None) == checksum(values, {}) == checksum(values)
+    assert checksum(values) == (
+        "sha256:"
+        + hashlib.sha256(json.dumps({"data": values}, separators=(",", ":")).encode()).hexdigest()
+    )
+
+
+def test_moving_a_key_between_data_and_binary_data_is_a_change() -> None:
+    assert checksum({"k": "dg=="}, None) != checksum(None, {"k": "dg=="})

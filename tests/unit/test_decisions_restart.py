@@ -438,3 +438,65 @@ def test_the_window_length_comes_from_the_settings() -> None:
     long_window = Settings(timezone="Europe/Warsaw", window_length=dt.timedelta(hours=2))
     assert decide_restart(workload({"db": "03.00"}), long_window, now).action is Action.RESTART
     assert decide_restart(workload({"db": "03.00"}), SETTINGS, now).action is Action.WAIT
+
+
+# --- marks written by this version: JSON windows ------------------------------------------
+
+
+def mark(at: str, zone: str = "UTC", length: str = "1h", cron: str | None = None) -> str:
+    value = {"at": at, "timezone": zone, "length": length, "source": "Secret/db"}
+    if cron is not None:
+        value["cron"] = cron
+    return json.dumps(value)
+
+
+@pytest.mark.parametrize(
+    ("window", "now", "expected"),
+    [
+        pytest.param(mark("03.00", "Asia/Kolkata"), "2026-12-01T21:40", Action.RESTART, id="zone"),
+        pytest.param(mark("03.00", "UTC", "30m"), "2026-12-02T03:40", Action.WAIT, id="short"),
+        pytest.param(mark("03.00", "UTC", "2h"), "2026-12-02T04:40", Action.RESTART, id="long"),
+        pytest.param(mark("03.00_15.00"), "2026-12-02T15:10", Action.RESTART, id="second-start"),
+        pytest.param(
+            mark("cron", cron="0 3 * * 1-5"), "2026-12-02T03:10", Action.RESTART, id="cron-wed"
+        ),
+        pytest.param(
+            mark("cron", cron="0 3 * * 1-5"), "2026-12-05T03:10", Action.WAIT, id="cron-saturday"
+        ),
+        pytest.param(json.dumps({"at": "now"}), "2026-12-02T12:34", Action.RESTART, id="now"),
+    ],
+)
+def test_a_json_mark_is_read_in_its_own_zone_length_and_schedule(
+    window: str, now: str, expected: Action
+) -> None:
+    instant = dt.datetime.fromisoformat(now).replace(tzinfo=UTC)
+    # The operator's own defaults (Warsaw, 1 h) must not matter for a JSON mark.
+    assert decide_restart(workload({"db": window}), SETTINGS, instant).action is expected
+
+
+def test_a_now_mark_restarts_the_whole_workload_at_once() -> None:
+    now = dt.datetime(2026, 12, 2, 12, 34, tzinfo=UTC)
+    decision = decide_restart(
+        workload({"db": json.dumps({"at": "now"}), "api": "03.00"}), SETTINGS, now
+    )
+    assert decision.action is Action.RESTART
+    assert all(
+        value is None
+        for key, value in decision.patch["metadata"]["annotations"].items()
+        if key != keys.RESTART_TS
+    )
+
+
+def test_an_opted_out_workload_has_its_marks_cleared_and_is_not_restarted() -> None:
+    now = warsaw("2026-12-02T03:20")  # inside the window
+    decision = decide_restart(workload({"db": "03.00"}, extra={keys.IGNORE: "true"}), SETTINGS, now)
+    assert decision.action is Action.OPTED_OUT
+    assert decision.patch == {
+        "metadata": {
+            "resourceVersion": "4242",
+            "annotations": {
+                "pending-restart.restarter.io/secret.db": None,
+                "restart-at.restarter.io/secret.db": None,
+            },
+        }
+    }

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from restarter.references import CONFIGMAP, SECRET, Reference, references
+from restarter import keys
+from restarter.references import CONFIGMAP, SECRET, Reference, references, workload_references
 
 # --- factories ---------------------------------------------------------------------------
 
@@ -217,3 +218,34 @@ def test_image_pull_secrets_are_left_out_beside_real_references() -> None:
 )
 def test_a_spec_that_references_nothing_has_no_references(spec: dict[str, Any] | None) -> None:
     assert references(spec) == frozenset()
+
+
+# --- the workload's own annotations --------------------------------------------------
+
+
+def test_a_workload_declares_sources_its_pod_template_does_not_show() -> None:
+    annotations = {keys.DEPENDS_ON_SECRETS: "api-token, db ,", keys.DEPENDS_ON_CONFIGMAPS: "flags"}
+    spec = pod_spec(containers=[container(env=[secret_key_env("db")])])
+    assert workload_references(annotations, spec) == {
+        Reference(SECRET, "api-token"),
+        Reference(SECRET, "db"),
+        Reference(CONFIGMAP, "flags"),
+    }
+
+
+@pytest.mark.parametrize("value", ["true"])
+def test_an_opted_out_workload_depends_on_nothing(value: str) -> None:
+    annotations = {keys.IGNORE: value, keys.DEPENDS_ON_SECRETS: "api-token"}
+    spec = pod_spec(containers=[container(env=[secret_key_env("db")])])
+    assert workload_references(annotations, spec) == frozenset()
+
+
+@pytest.mark.parametrize("value", ["false", "True", "yes", ""])
+def test_only_the_exact_value_true_opts_out(value: str) -> None:
+    spec = pod_spec(containers=[container(env=[secret_key_env("db")])])
+    assert workload_references({keys.IGNORE: value}, spec) == {Reference(SECRET, "db")}
+
+
+def test_a_workload_without_annotations_depends_on_its_pod_template() -> None:
+    spec = pod_spec(containers=[container(env=[configmap_key_env("cfg")])])
+    assert workload_references(None, spec) == {Reference(CONFIGMAP, "cfg")}
