@@ -11,9 +11,27 @@ def encoded(values: dict[str, str]) -> dict[str, str]:
     return {key: base64.b64encode(value.encode()).decode() for key, value in values.items()}
 
 
-def secret(name: str, values: dict[str, str], window: str | None = None) -> dict[str, Any]:
+def secret(
+    name: str,
+    values: dict[str, str],
+    window: str | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
     labels = {"restart-at": window} if window is not None else {}
-    return {"metadata": {"name": name, "labels": labels}, "data": encoded(values)}
+    metadata = {"name": name, "labels": labels, "annotations": annotations or {}}
+    return {"metadata": metadata, "data": encoded(values)}
+
+
+def configmap(
+    name: str,
+    window: str,
+    *,
+    data: dict[str, str] | None = None,
+    binary: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    metadata = {"name": name, "labels": {"restart-at": window}, "annotations": annotations or {}}
+    return {"metadata": metadata, "data": data or {}, "binaryData": encoded(binary or {})}
 
 
 def env_from_secret(secret_name: str) -> dict[str, Any]:
@@ -30,6 +48,7 @@ def deployment(
     volumes: list[dict[str, Any]] | None = None,
     replicas: int = 2,
     paused: bool = False,
+    annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     container: dict[str, Any] = {"name": "app", "image": "registry.invalid/app:1"}
     if env:
@@ -41,7 +60,7 @@ def deployment(
             {"name": v["name"], "mountPath": f"/mnt/{v['name']}"} for v in volumes
         ]
     return {
-        "metadata": {"name": name},
+        "metadata": {"name": name, "annotations": annotations or {}},
         "spec": {
             "replicas": replicas,
             "paused": paused,
@@ -49,6 +68,22 @@ def deployment(
             "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec},
         },
     }
+
+
+def statefulset(name: str, **options: Any) -> dict[str, Any]:
+    """A StatefulSet with the pod template ``deployment`` would have."""
+    body = deployment(name, **options)
+    del body["spec"]["paused"]
+    body["spec"]["serviceName"] = name
+    return body
+
+
+def daemonset(name: str, **options: Any) -> dict[str, Any]:
+    """A DaemonSet (one pod per kwok node) with the pod template ``deployment`` would have."""
+    body = deployment(name, **options)
+    for field in ("paused", "replicas"):
+        del body["spec"][field]
+    return body
 
 
 def window_open_now() -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -101,7 +102,12 @@ def test_data_change_stamps_exactly_the_referencing_deployments_and_waits_for_a_
         marks = wait_for(
             lambda name=name: pending(apps, namespace, name), 20, message=f"marks on {name}"
         )
-        assert marks[keys.window_key("secret", "db")] == far
+        assert json.loads(marks[keys.window_key("secret", "db")]) == {
+            "at": far,
+            "timezone": "UTC",
+            "length": "1h",
+            "source": "Secret/db",
+        }
         assert marks[keys.pending_key("secret", "db")].isdigit()
     time.sleep(TICKS)
     assert pending(apps, namespace, "unrelated") == {}
@@ -342,4 +348,4 @@ def test_a_secret_recreated_with_new_data_schedules_a_restart(
     core.delete_namespaced_secret("db", namespace)
     core.create_namespaced_secret(namespace, secret("db", {"password": "recreated"}, far))
     marks = wait_for(lambda: pending(apps, namespace, "web"), 20, message="marks after re-create")
-    assert marks[keys.window_key("secret", "db")] == far
+    assert json.loads(marks[keys.window_key("secret", "db")])["at"] == far

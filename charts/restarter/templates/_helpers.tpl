@@ -34,16 +34,17 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 
 {{/* RBAC rules: exactly the API calls restarter and kopf make. */}}
 {{- define "restarter.rules" -}}
-# Watch labelled Secrets (server-side selector), and patch restarter.io/checksum onto them.
+# Watch labelled Secrets and ConfigMaps (server-side selector), and patch
+# restarter.io/checksum onto them.
 - apiGroups: [""]
-  resources: [secrets]
+  resources: [secrets, configmaps]
   verbs: [get, list, watch, patch]
 # Index pod templates, stamp pending marks, restart (pod-template annotation), and let kopf
 # add and remove the timer's finalizer.
 - apiGroups: [apps]
-  resources: [deployments]
+  resources: [deployments, statefulsets, daemonsets]
   verbs: [get, list, watch, patch]
-# Events on Secrets and Deployments (ChangeDetected, RestartScheduled, Restarted, warnings).
+# Events on sources and workloads (ChangeDetected, RestartScheduled, Restarted, warnings).
 - apiGroups: [""]
   resources: [events]
   verbs: [create, patch]
