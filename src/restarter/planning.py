@@ -213,8 +213,9 @@ def _minutes(instant: dt.datetime | None) -> str:
 
 def to_table(rows: Sequence[PlanRow], with_namespace: bool) -> str:
     """Columns like kubectl's: left-aligned, padded by the widest cell, notes last."""
-    header = ["WORKLOAD", "SOURCE", "CHANGED", "WINDOW", "NEXT RESTART", "NEXT RESTART UTC", "STATE"]
-    header = (["NAMESPACE"] if with_namespace else []) + [*header, "NOTES"]
+    header = ["NAMESPACE"] if with_namespace else []
+    header += ["WORKLOAD", "SOURCE", "CHANGED", "WINDOW", "NEXT RESTART", "NEXT RESTART UTC"]
+    header += ["STATE", "NOTES"]
     lines = [header]
     for row in rows:
         cells = [
