@@ -94,6 +94,12 @@ class Api:
         method = getattr(self._apps, f"list_{singular}_for_all_namespaces")
         return [method(_request_timeout=REQUEST_TIMEOUT)]
 
+    def list_workloads(self, plural: str, namespace: str | None) -> list[dict[str, Any]]:
+        """Every workload of a kind in ``namespace`` (None: every namespace), as plain dicts."""
+        namespaces = (namespace,) if namespace else ()
+        listings = _retrying(lambda: self._list_workloads(plural, namespaces))
+        return [item for listing in listings for item in self._plain(listing).get("items", [])]
+
     def release_finalizer(self, finalizer: str, namespaces: tuple[str, ...]) -> list[str]:
         """Remove ``finalizer`` from every workload carrying it; return their names."""
         released = []

@@ -1,4 +1,4 @@
-"""``restarter``: load settings, build the handlers, run kopf."""
+"""``restarter``: load settings, build the handlers, run kopf; ``restarter plan``: list."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import kopf
 
-from restarter import keys
+from restarter import keys, plan_command
 from restarter import settings as settings_module
 from restarter.handlers import build_registry
 from restarter.kube import Api, load_client
@@ -44,8 +44,12 @@ def _configure_logging(settings: Settings) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    # A subcommand only as the first word: ``restarter --timezone X`` still runs the operator.
+    if arguments[:1] == ["plan"]:
+        return plan_command.main(arguments[1:])
     try:
-        settings = settings_module.build(argv)
+        settings = settings_module.build(arguments)
     except SettingsError as error:
         print(f"restarter: {error}", file=sys.stderr)
         return 2

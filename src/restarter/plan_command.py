@@ -1,0 +1,159 @@
+"""``restarter plan``: list pending workloads with the user's kubeconfig, read-only.
+
+It needs only get/list on Deployments, StatefulSets and DaemonSets. Exit codes: 0 on
+success (also when nothing is pending), 1 when the cluster cannot be read, 2 on bad flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import kubernetes
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from restarter import planning
+from restarter.kube import Api
+from restarter.references import WORKLOAD_KINDS
+from restarter.schedule import ScheduleError, parse_length, parse_zone
+from restarter.settings import Settings
+from restarter.windows import format_length
+
+
+class PlanError(RuntimeError):
+    """The cluster could not be read; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    namespace: str | None
+    """``-n``; None means the kubeconfig context's namespace, or ``default``."""
+
+    all_namespaces: bool
+    """``-A``: list every namespace."""
+
+    output: str
+    """``table`` or ``json``."""
+
+    default_zone: str
+    """The zone legacy ``HH.MM`` marks are read in, like the operator's ``--timezone``."""
+
+    default_length: dt.timedelta
+    """The length of legacy ``HH.MM`` windows, like the operator's ``--window-length``."""
+
+    kubeconfig: str | None
+    """A kubeconfig file; None follows ``$KUBECONFIG`` and then ``~/.kube/config``."""
+
+
+def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
+    defaults = Settings()
+    parser = argparse.ArgumentParser(
+        prog="restarter plan",
+        description="List pending workloads: the sources they wait for and their next restart.",
+    )
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("-n", "--namespace", help="default: the kubeconfig context's namespace")
+    scope.add_argument("-A", "--all-namespaces", action="store_true")
+    parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "--timezone",
+        default=env.get("RESTARTER_TIMEZONE", defaults.timezone),
+        help="zone of marks written by restarter 0.1 (bare HH.MM); as the operator's",
+    )
+    parser.add_argument(
+        "--window-length",
+        default=env.get("RESTARTER_WINDOW_LENGTH", format_length(defaults.window_length)),
+        help="length of windows of marks written by restarter 0.1; as the operator's",
+    )
+    parser.add_argument("--kubeconfig", help="default: $KUBECONFIG, then ~/.kube/config")
+    return parser
+
+
+def parse_options(argv: Sequence[str], env: Mapping[str, str]) -> PlanOptions:
+    """Flags, then RESTARTER_* variables; argparse exits 2 on unknown flags, ScheduleError
+    says what is wrong with a zone or length."""
+    args = _parser(env).parse_args(argv)
+    parse_zone(args.timezone)
+    return PlanOptions(
+        namespace=args.namespace,
+        all_namespaces=args.all_namespaces,
+        output=args.output,
+        default_zone=args.timezone,
+        default_length=parse_length(args.window_length),
+        kubeconfig=args.kubeconfig,
+    )
+
+
+def _connect(kubeconfig: str | None) -> tuple[Api, str]:
+    """An Api from the kubeconfig, and its current context's namespace (or ``default``)."""
+    try:
+        _, current = kubernetes.config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig
+        )
+        client = kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, persist_config=False
+        )
+    except (kubernetes.config.ConfigException, OSError, ValueError) as error:
+        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise PlanError(f"cannot load the kubeconfig {where}: {error}") from None
+    namespace = ((current or {}).get("context") or {}).get("namespace") or "default"
+    return Api(client), namespace
+
+
+def _api_message(error: ApiException) -> str:
+    """The API server's own one-line message (``... is forbidden: ...``) when it sent one."""
+    try:
+        message = json.loads(error.body or "").get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return str(message or f"{error.status} {error.reason}")
+
+
+def list_pending(api: Api, namespace: str | None) -> list[tuple[str, dict[str, Any]]]:
+    """Every workload of the kinds restarter restarts, with its resource plural."""
+    found = []
+    for plural in WORKLOAD_KINDS:
+        where = f"in namespace {namespace}" if namespace else "in any namespace"
+        try:
+            found += [(plural, item) for item in api.list_workloads(plural, namespace)]
+        except ApiException as error:
+            raise PlanError(f"cannot list {plural} {where}: {_api_message(error)}") from None
+        except urllib3.exceptions.HTTPError as error:
+            raise PlanError(f"cannot reach the API server: {error}") from None
+    return found
+
+
+def render(rows: list[planning.PlanRow], namespace: str | None, output: str) -> str:
+    """The rows as ``output``; the table shows namespaces only when listing them all."""
+    if output == "json":
+        return planning.to_json(rows)
+    if not rows:
+        where = f"in namespace {namespace}" if namespace else "in any namespace"
+        return f"no pending workloads {where}"
+    return planning.to_table(rows, with_namespace=namespace is None)
+
+
+def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
+    try:
+        options = parse_options(argv, os.environ if env is None else env)
+    except ScheduleError as error:
+        print(f"restarter plan: {error}", file=sys.stderr)
+        return 2
+    try:
+        api, context_namespace = _connect(options.kubeconfig)
+        namespace = None if options.all_namespaces else options.namespace or context_namespace
+        workloads = list_pending(api, namespace)
+    except PlanError as error:
+        print(f"restarter plan: {error}", file=sys.stderr)
+        return 1
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    rows = planning.plan(workloads, now, options.default_zone, options.default_length)
+    print(render(rows, namespace, options.output))
+    return 0

@@ -1,0 +1,236 @@
+"""What is pending and when it restarts: the rows of ``restarter plan`` and their renderings.
+
+Pure: workloads come in as plain dicts with their resource plural, ``now`` as an argument.
+One row per pending source of a workload. A workload restarts at the earliest next
+restart of its sources (one rollout satisfies them all), so every row of a workload
+shows that same instant, in the zone of the row's own window and in UTC.
+
+JSON (``-o json``) is a list of rows, one object each, sorted like the table::
+
+    {"namespace": "shop", "kind": "Deployment", "name": "web",
+     "source": "Secret/db", "mark": "secret.db",
+     "changedAt": "2025-01-01T10:00:00Z",
+     "window": "03.00 Europe/Warsaw (1h long)", "timezone": "Europe/Warsaw",
+     "nextRestart": "2025-01-02T03:00:00+01:00", "nextRestartUtc": "2025-01-02T02:00:00Z",
+     "state": "waiting", "notes": []}
+
+``changedAt``, ``window``, ``timezone`` and both ``nextRestart`` fields are null when
+unknown; ``state`` is one of ``STATES``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from restarter import decisions, keys, windows
+from restarter.references import WORKLOAD_KINDS
+from restarter.schedule import ScheduleError, next_restart, parse_zone
+from restarter.settings import Settings
+
+WAITING = "waiting"  # the next restart is in the future
+DUE = "due"  # a window is open: the operator's next tick restarts it
+PAUSED = "paused"  # a paused Deployment: a due restart waits until it is resumed
+OPTED_OUT = "opted-out"  # restarter.io/ignore: the operator drops the marks, restarts nothing
+INVALID = "invalid"  # this mark cannot be read; it never triggers a restart
+STATES = (WAITING, DUE, PAUSED, OPTED_OUT, INVALID)
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One pending source of one workload, and when that workload restarts."""
+
+    namespace: str
+    kind: str
+    """``Deployment``, ``StatefulSet`` or ``DaemonSet``."""
+
+    name: str
+    source: str
+    """``Secret/db`` as the mark names it; the mark's token for a mark that does not."""
+
+    mark: str
+    """The token after the ``/`` in the mark's keys (``secret.db``)."""
+
+    changed_at: dt.datetime | None
+    """When the operator saw the change; None when the pending-restart mark is unreadable."""
+
+    window: str | None
+    """The window the source asked for, described; None for an unreadable mark."""
+
+    timezone: str | None
+    """The zone the window is read in, and ``next_restart`` is shown in."""
+
+    next_restart: dt.datetime | None
+    """When the workload restarts (earliest of its sources); None if it never will."""
+
+    state: str
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _ReadMark:
+    mark: decisions.Mark
+    source: str
+    request: windows.WindowRequest | None
+    problem: str | None
+
+
+def _read(mark: decisions.Mark, defaults: Settings) -> _ReadMark:
+    source = (windows.source_of_mark(mark.window) if mark.window else None) or mark.token
+    try:
+        return _ReadMark(mark, source, decisions.mark_window(mark, defaults), None)
+    except ScheduleError as error:
+        return _ReadMark(mark, source, None, str(error))
+
+
+def _notes(
+    read: _ReadMark, annotations: Mapping[str, str], restarted_by: str | None
+) -> tuple[str, ...]:
+    notes = []
+    if read.mark.since is None:
+        if f"{keys.PENDING_RESTART}/{read.mark.token}" in annotations:
+            notes.append("pending-restart mark is not epoch seconds")
+        else:
+            notes.append("restart-at mark without its pending-restart mark")
+    if read.problem is not None:
+        notes.append(f"unreadable mark: {read.problem}")
+    elif read.mark.window is not None and not read.mark.window.startswith("{"):
+        notes.append("mark from restarter 0.1: read with the default zone and length")
+    if restarted_by is not None and restarted_by != read.source:
+        # One rollout clears every mark, so another source's window decides for this one.
+        verb = "dropped when it restarts" if read.problem else "restarts"
+        notes.append(f"{verb} with {restarted_by}")
+    return tuple(notes)
+
+
+def workload_rows(
+    plural: str, workload: Mapping[str, Any], now: dt.datetime, defaults: Settings
+) -> list[PlanRow]:
+    """The rows of one workload; none when it carries no pending mark."""
+    metadata = workload.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    if not decisions.has_pending(annotations):
+        return []
+    reads = [_read(mark, defaults) for mark in decisions.pending_marks(annotations)]
+    last = decisions.last_restart(annotations)
+    restarts = {
+        read.source: next_restart(read.request.window(), now, last)
+        for read in reads
+        if read.request is not None
+    }
+    # Ties go to the first source by name, so the note is stable.
+    restarted_by = min(sorted(restarts), key=lambda source: restarts[source], default=None)
+    restart_at = None if restarted_by is None else restarts[restarted_by]
+    opted_out = decisions.opted_out(annotations)
+    paused = bool((workload.get("spec") or {}).get("paused"))
+
+    rows = []
+    for read in reads:
+        notes = list(_notes(read, annotations, None if opted_out else restarted_by))
+        if opted_out:
+            state = OPTED_OUT
+            notes.append(f"{keys.IGNORE} is true: the marks are dropped, nothing restarts")
+        elif read.request is None:
+            state = INVALID
+        elif paused:
+            state = PAUSED
+            notes.append("paused: a due restart waits until the Deployment is resumed")
+        elif restart_at is not None and restart_at <= now:
+            state = DUE
+        else:
+            state = WAITING
+        rows.append(
+            PlanRow(
+                namespace=metadata.get("namespace", ""),
+                kind=WORKLOAD_KINDS[plural],
+                name=metadata.get("name", ""),
+                source=read.source,
+                mark=read.mark.token,
+                changed_at=None
+                if read.mark.since is None
+                else dt.datetime.fromtimestamp(read.mark.since, dt.UTC),
+                window=None if read.request is None else read.request.describe(),
+                timezone=None if read.request is None else read.request.timezone,
+                next_restart=None if opted_out or read.request is None else restart_at,
+                state=state,
+                notes=tuple(notes),
+            )
+        )
+    return rows
+
+
+def plan(
+    workloads: Iterable[tuple[str, Mapping[str, Any]]],
+    now: dt.datetime,
+    default_zone: str,
+    default_length: dt.timedelta,
+) -> list[PlanRow]:
+    """Rows of every pending workload, sorted; legacy marks use the default zone and length."""
+    defaults = Settings(timezone=default_zone, window_length=default_length)
+    rows = [row for plural, item in workloads for row in workload_rows(plural, item, now, defaults)]
+    return sorted(rows, key=lambda row: (row.namespace, row.kind, row.name, row.source))
+
+
+def _utc(instant: dt.datetime | None) -> str | None:
+    return None if instant is None else f"{instant.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
+
+
+def _local(instant: dt.datetime | None, zone: str | None) -> dt.datetime | None:
+    return None if instant is None or zone is None else instant.astimezone(parse_zone(zone))
+
+
+def to_json(rows: Sequence[PlanRow]) -> str:
+    """The documented JSON shape (see the module docstring); ``[]`` when nothing is pending."""
+    items = []
+    for row in rows:
+        local = _local(row.next_restart, row.timezone)
+        items.append(
+            {
+                "namespace": row.namespace,
+                "kind": row.kind,
+                "name": row.name,
+                "source": row.source,
+                "mark": row.mark,
+                "changedAt": _utc(row.changed_at),
+                "window": row.window,
+                "timezone": row.timezone,
+                "nextRestart": None if local is None else local.isoformat(timespec="seconds"),
+                "nextRestartUtc": _utc(row.next_restart),
+                "state": row.state,
+                "notes": list(row.notes),
+            }
+        )
+    return json.dumps(items, indent=2)
+
+
+def _minutes(instant: dt.datetime | None) -> str:
+    """``2025-01-02 03:00 CET``: the zone's abbreviation tells the reader which clock."""
+    return "-" if instant is None else f"{instant:%Y-%m-%d %H:%M %Z}"
+
+
+def to_table(rows: Sequence[PlanRow], with_namespace: bool) -> str:
+    """Columns like kubectl's: left-aligned, padded by the widest cell, notes last."""
+    header = ["NAMESPACE"] if with_namespace else []
+    header += ["WORKLOAD", "SOURCE", "CHANGED", "WINDOW", "NEXT RESTART", "NEXT RESTART UTC"]
+    header += ["STATE", "NOTES"]
+    lines = [header]
+    for row in rows:
+        cells = [
+            f"{row.kind}/{row.name}",
+            row.source,
+            _minutes(row.changed_at and row.changed_at.astimezone(dt.UTC)),
+            row.window or "-",
+            _minutes(_local(row.next_restart, row.timezone)),
+            _minutes(row.next_restart and row.next_restart.astimezone(dt.UTC)),
+            row.state,
+            "; ".join(row.notes),
+        ]
+        lines.append(([row.namespace] if with_namespace else []) + cells)
+    widths = [max(len(line[column]) for line in lines) for column in range(len(header))]
+    return "\n".join(
+        "   ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )

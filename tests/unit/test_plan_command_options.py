@@ -1,0 +1,74 @@
+"""``restarter plan``'s flags, defaults and exit codes that need no cluster."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from restarter import main as main_module
+from restarter import plan_command
+from restarter.plan_command import PlanOptions, parse_options
+
+
+def test_defaults_follow_the_operators_variables() -> None:
+    options = parse_options(
+        [], {"RESTARTER_TIMEZONE": "Europe/Warsaw", "RESTARTER_WINDOW_LENGTH": "90m"}
+    )
+    assert options == PlanOptions(
+        namespace=None,
+        all_namespaces=False,
+        output="table",
+        default_zone="Europe/Warsaw",
+        default_length=dt.timedelta(minutes=90),
+        kubeconfig=None,
+    )
+
+
+def test_flags_win_over_variables() -> None:
+    options = parse_options(
+        ["-A", "-o", "json", "--timezone", "Asia/Kolkata", "--window-length", "2h"],
+        {"RESTARTER_TIMEZONE": "Europe/Warsaw"},
+    )
+    assert (options.all_namespaces, options.output, options.default_zone) == (
+        True,
+        "json",
+        "Asia/Kolkata",
+    )
+    assert options.default_length == dt.timedelta(hours=2)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-n", "a", "-A"], "not allowed with argument"),
+        (["-o", "yaml"], "invalid choice: 'yaml'"),
+        (["--timezone", "Mars/Olympus"], "restarter plan: unknown time zone 'Mars/Olympus'"),
+        (["--window-length", "soon"], "restarter plan: window length 'soon' is not like 1h"),
+    ],
+)
+def test_bad_flags_exit_2_with_a_message(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        raise SystemExit(plan_command.main(argv, {}))
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_missing_kubeconfig_exits_1_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nowhere"
+    assert main_module.main(["plan", "--kubeconfig", str(missing)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"restarter plan: cannot load the kubeconfig {missing}: ")
+    assert len(captured.err.strip().splitlines()) == 1
+
+
+def test_nothing_pending_renders_a_sentence_or_an_empty_list() -> None:
+    assert plan_command.render([], "shop", "table") == "no pending workloads in namespace shop"
+    assert plan_command.render([], None, "table") == "no pending workloads in any namespace"
+    assert plan_command.render([], "shop", "json") == "[]"
