@@ -69,6 +69,23 @@ say "result: a new ReplicaSet from the scheduled restart"
 kubectl -n demo get replicasets
 echo
 kubectl -n demo get deployment shop -o jsonpath='restartedAt: {.spec.template.metadata.annotations.kubectl\.kubernetes\.io/restartedAt}{"\n"}restart-ts:  {.metadata.annotations.restarter\.io/restart-ts}{"\n"}'
+say "a ConfigMap whose window is a weekday cron six hours from now: the change waits"
+LATER="$(date -u -d '+6 hours' '+%-M %-H')"
+kubectl -n demo create configmap shop-flags --from-literal=checkout=v1
+kubectl -n demo annotate configmap shop-flags "restarter.io/cron=$LATER * * 1-5" restarter.io/timezone=UTC
+kubectl -n demo label configmap shop-flags restart-at=cron
+kubectl -n demo annotate deployment shop restarter.io/configmaps=shop-flags
+for _ in $(seq 60); do
+  kubectl -n demo get configmap shop-flags -o jsonpath='{.metadata.annotations.restarter\.io/checksum}' | grep -q sha256 && break
+  sleep 0.5
+done
+kubectl -n demo patch configmap shop-flags -p '{"data":{"checkout":"v2"}}'
+for _ in $(seq 60); do
+  KUBECONFIG="$RESTARTER_CLUSTER_DIR/kubeconfig" .venv/bin/restarter plan -n demo | grep -q shop-flags && break
+  sleep 0.5
+done
+KUBECONFIG="$RESTARTER_CLUSTER_DIR/kubeconfig" .venv/bin/restarter plan -n demo
+
 say "events"
 kubectl -n demo get events --sort-by=.lastTimestamp -o custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message \
   | grep -E "OBJECT|ChangeDetected|RestartScheduled|Restarted"
