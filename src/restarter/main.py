@@ -8,10 +8,11 @@ from collections.abc import Sequence
 
 import kopf
 
-from restarter import keys
+from restarter import keys, releasing
 from restarter import settings as settings_module
 from restarter.handlers import build_registry
 from restarter.kube import Api, load_client
+from restarter.release_plan import COMMAND as RELEASE_COMMAND
 from restarter.settings import Settings, SettingsError
 
 
@@ -43,8 +44,11 @@ def _configure_logging(settings: Settings) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == [RELEASE_COMMAND]:
+        return releasing.main(args[1:])
     try:
-        settings = settings_module.build(argv)
+        settings = settings_module.build(args)
     except SettingsError as error:
         print(f"restarter: {error}", file=sys.stderr)
         return 2
