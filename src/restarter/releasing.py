@@ -103,8 +103,9 @@ class Releaser:
                 _say(f"operator pods gone after {time.monotonic() - started:.0f}s")
                 return
             if time.monotonic() > deadline:
+                waited = self._options.timeout.total_seconds()
                 raise ReleaseFailed(
-                    f"operator pods still present after {self._options.timeout}: "
+                    f"operator pods still present after {waited:g}s: "
                     f"{', '.join(left)}; released nothing, since a running operator adds "
                     "the finalizer back. Run again once they are gone."
                 )
