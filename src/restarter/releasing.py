@@ -115,19 +115,25 @@ class Releaser:
         """Remove our finalizer from every workload carrying it; return ``kind ns/name``."""
         released: list[str] = []
         for _ in range(RELEASE_PASSES):
+            # Everything is listed before anything is patched: a namespace or kind we may
+            # not read fails the command before it changed any workload.
+            found = [
+                (kind, suffix, metadata)
+                for kind, suffix in WORKLOAD_KINDS
+                for metadata in self._carrying(kind, suffix)
+            ]
             changed: list[str] = []
-            for kind, suffix in WORKLOAD_KINDS:
-                for metadata in self._carrying(kind, suffix):
-                    label = f"{kind} {metadata.namespace}/{metadata.name}"
-                    patch = release_patch(metadata.finalizers, keys.FINALIZER)
-                    if patch is None:
-                        continue
-                    outcome = self._patch(suffix, metadata.namespace, metadata.name, patch, label)
-                    if outcome == "released":
-                        _say(f"released {keys.FINALIZER} from {label}")
-                        released.append(label)
-                    elif outcome == "changed":
-                        changed.append(label)
+            for kind, suffix, metadata in found:
+                label = f"{kind} {metadata.namespace}/{metadata.name}"
+                patch = release_patch(metadata.finalizers, keys.FINALIZER)
+                if patch is None:
+                    continue
+                outcome = self._patch(suffix, metadata.namespace, metadata.name, patch, label)
+                if outcome == "released":
+                    _say(f"released {keys.FINALIZER} from {label}")
+                    released.append(label)
+                elif outcome == "changed":
+                    changed.append(label)
             if not changed:
                 return released
         raise ReleaseFailed(
