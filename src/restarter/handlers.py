@@ -6,12 +6,14 @@ import datetime as dt
 from typing import Any
 
 import kopf
+import kubernetes
 
 from restarter import keys
 from restarter.decisions import has_pending
 from restarter.kube import Api
 from restarter.reconciling import reconcile_source, restart_if_due
 from restarter.references import SOURCE_KINDS, WORKLOAD_KINDS, workload_references
+from restarter.releasing import FinalizerReleaser, ReleaseFailed
 from restarter.settings import Settings
 
 #: Source kind → the kopf resource plural watched for it.
@@ -44,7 +46,12 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
 
         Their marks stay; the next start re-adds the finalizer with the timer.
         """
-        released = api.release_finalizer(keys.FINALIZER, settings.namespaces)
+        apps = kubernetes.client.AppsV1Api(api.client)
+        try:
+            released = FinalizerReleaser(apps, settings.namespaces, logger.debug).release_all()
+        except ReleaseFailed as error:
+            logger.error(f"could not release the finalizer of pending workloads: {error}")
+            return
         if released:
             logger.info(f"released the finalizer of {len(released)} pending workload(s)")
 

@@ -41,7 +41,7 @@ def load_client() -> kubernetes.client.ApiClient:
     return kubernetes.client.ApiClient()
 
 
-def _retrying(call: Callable[[], T]) -> T:
+def retrying(call: Callable[[], T]) -> T:
     """Retry transient failures (throttling, 5xx, dropped connections) with back-off."""
     for attempt in range(1, ATTEMPTS + 1):
         try:
@@ -60,12 +60,12 @@ class Api:
     """Patches restarter sends; each returns the object as a plain dict, or None if gone."""
 
     def __init__(self, client: kubernetes.client.ApiClient) -> None:
-        self._client = client
+        self.client = client
         self._core = kubernetes.client.CoreV1Api(client)
         self._apps = kubernetes.client.AppsV1Api(client)
 
     def _plain(self, obj: Any) -> dict[str, Any]:
-        return dict(self._client.sanitize_for_serialization(obj))  # type: ignore[no-untyped-call]
+        return dict(self.client.sanitize_for_serialization(obj))  # type: ignore[no-untyped-call]
 
     def patch_source(
         self, kind: str, namespace: str, name: str, patch: dict[str, Any]
@@ -97,42 +97,14 @@ class Api:
     def list_workloads(self, plural: str, namespace: str | None) -> list[dict[str, Any]]:
         """Every workload of a kind in ``namespace`` (None: every namespace), as plain dicts."""
         namespaces = (namespace,) if namespace else ()
-        listings = _retrying(lambda: self._list_workloads(plural, namespaces))
+        listings = retrying(lambda: self._list_workloads(plural, namespaces))
         return [item for listing in listings for item in self._plain(listing).get("items", [])]
-
-    def release_finalizer(self, finalizer: str, namespaces: tuple[str, ...]) -> list[str]:
-        """Remove ``finalizer`` from every workload carrying it; return their names."""
-        released = []
-        for plural in _SINGULAR:
-            for listing in self._list_workloads(plural, namespaces):
-                released += self._release(plural, finalizer, self._plain(listing))
-        return released
-
-    def _release(self, plural: str, finalizer: str, listing: dict[str, Any]) -> list[str]:
-        released = []
-        for item in listing.get("items", []):
-            metadata = item["metadata"]
-            finalizers = metadata.get("finalizers") or []
-            if finalizer not in finalizers:
-                continue
-            patch = {
-                "metadata": {
-                    "resourceVersion": metadata["resourceVersion"],
-                    "finalizers": [f for f in finalizers if f != finalizer],
-                }
-            }
-            try:
-                self.patch_workload(plural, metadata["namespace"], metadata["name"], patch)
-            except Conflict:
-                continue  # changed meanwhile; kopf's own shutdown may have handled it
-            released.append(f"{plural}/{metadata['namespace']}/{metadata['name']}")
-        return released
 
     def _patch(
         self, method: Callable[..., Any], namespace: str, name: str, patch: dict[str, Any]
     ) -> dict[str, Any] | None:
         try:
-            result = _retrying(
+            result = retrying(
                 lambda: method(
                     name,
                     namespace,

@@ -8,10 +8,11 @@ from collections.abc import Sequence
 
 import kopf
 
-from restarter import keys, plan_command
+from restarter import keys, plan_command, releasing
 from restarter import settings as settings_module
 from restarter.handlers import build_registry
 from restarter.kube import Api, load_client
+from restarter.release_plan import COMMAND as RELEASE_COMMAND
 from restarter.settings import Settings, SettingsError
 
 
@@ -48,6 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A subcommand only as the first word: ``restarter --timezone X`` still runs the operator.
     if arguments[:1] == ["plan"]:
         return plan_command.main(arguments[1:])
+    if arguments[:1] == [RELEASE_COMMAND]:
+        return releasing.main(arguments[1:])
     try:
         settings = settings_module.build(arguments)
     except SettingsError as error:

@@ -1,0 +1,95 @@
+"""What ``restarter release-finalizers`` does, decided without the API: options and patches.
+
+It runs as Helm's pre-delete hook: stop the operator first (its own shutdown releases
+what it can while its RBAC still exists), then remove our finalizer from every workload
+that still carries it, so none of them hangs on deletion once the operator is gone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from restarter.schedule import ScheduleError, parse_length
+
+COMMAND = "release-finalizers"
+
+#: apps/v1 workload kinds a pending timer may hold: (name printed, kubernetes client suffix).
+WORKLOAD_KINDS = (
+    ("deployment", "deployment"),
+    ("statefulset", "stateful_set"),
+    ("daemonset", "daemon_set"),
+)
+
+
+class ReleaseOptionsError(ValueError):
+    """A command-line value that cannot be used; nothing has been changed yet."""
+
+
+@dataclass(frozen=True)
+class ReleaseOptions:
+    operator_namespace: str
+    """Namespace of the operator's own Deployment (the Helm release's namespace)."""
+
+    operator_deployment: str
+    """Name of the operator's Deployment, scaled to 0 before anything is released."""
+
+    namespaces: tuple[str, ...] = ()
+    """Namespaces whose workloads are released; empty means every namespace."""
+
+    timeout: dt.timedelta = dt.timedelta(seconds=60)
+    """How long to wait for the operator's pods to be gone; past it, release nothing."""
+
+
+def parse_options(argv: Sequence[str]) -> ReleaseOptions:
+    """Options from the subcommand's arguments (everything after ``release-finalizers``)."""
+    parser = argparse.ArgumentParser(
+        prog=f"restarter {COMMAND}",
+        description="Stop the operator, then remove its finalizer from every workload.",
+    )
+    parser.add_argument("--operator-namespace", required=True)
+    parser.add_argument("--operator-deployment", required=True)
+    parser.add_argument(
+        "--namespace",
+        "-n",
+        action="append",
+        dest="namespaces",
+        help="release workloads only in this namespace (repeatable); default all",
+    )
+    parser.add_argument("--timeout", default="60s", help="wait for the operator's pods: 60s, 2m")
+    args = parser.parse_args(argv)
+    try:
+        timeout = parse_length(args.timeout)
+    except ScheduleError:
+        raise ReleaseOptionsError(
+            f"timeout {args.timeout!r} is not like 60s or 2m (more than 0, at most 24h)"
+        ) from None
+    return ReleaseOptions(
+        operator_namespace=args.operator_namespace,
+        operator_deployment=args.operator_deployment,
+        namespaces=tuple(dict.fromkeys(args.namespaces or ())),
+        timeout=timeout,
+    )
+
+
+def release_patch(finalizers: Sequence[str] | None, finalizer: str) -> list[dict[str, Any]] | None:
+    """A JSON patch removing ``finalizer``, or None if it is not there.
+
+    The ``test`` makes the patch fail (422) if the list changed since it was read, so a
+    finalizer another controller added meanwhile is never dropped; other changes to the
+    object (status, annotations) do not conflict.
+    """
+    current = list(finalizers or ())
+    if finalizer not in current:
+        return None
+    return [
+        {"op": "test", "path": "/metadata/finalizers", "value": current},
+        {
+            "op": "replace",
+            "path": "/metadata/finalizers",
+            "value": [item for item in current if item != finalizer],
+        },
+    ]
