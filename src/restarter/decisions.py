@@ -15,6 +15,17 @@ from restarter.schedule import ScheduleError, Window, earliest, is_due
 from restarter.settings import Settings
 from restarter.windows import WindowRequest
 
+#: 9999-12-31T23:59:59Z: later epochs are not instants datetime can hold.
+_MAX_EPOCH = 253402300799
+
+
+def epoch_seconds(value: str | None) -> int | None:
+    """Whole epoch seconds from an annotation; None for anything else (even ``'²'``)."""
+    if not (value and value.isascii() and value.isdigit()):
+        return None
+    seconds = int(value)
+    return seconds if seconds <= _MAX_EPOCH else None
+
 
 class Change(enum.Enum):
     BASELINE = "baseline"  # first sight: record the checksum, restart nothing
@@ -73,14 +84,7 @@ def pending_marks(annotations: Mapping[str, str] | None) -> list[Mark]:
                 tokens.setdefault(key[len(prefix) :], {})[slot] = value
     marks = []
     for token, slots in sorted(tokens.items()):
-        since = slots.get("since")
-        marks.append(
-            Mark(
-                token,
-                int(since) if since and since.isascii() and since.isdigit() else None,
-                slots.get("window"),
-            )
-        )
+        marks.append(Mark(token, epoch_seconds(slots.get("since")), slots.get("window")))
     return marks
 
 
@@ -117,12 +121,17 @@ class RestartDecision:
     problems: tuple[str, ...] = ()
 
 
-def last_restart(annotations: Mapping[str, str]) -> dt.datetime | None:
-    """The instant of restarter's last restart of a workload, from restart-ts."""
-    value = annotations.get(keys.RESTART_TS, "")
-    if not (value.isascii() and value.isdigit()):
+def last_restart(annotations: Mapping[str, str], now: dt.datetime) -> dt.datetime | None:
+    """The instant of restarter's last restart of a workload, from restart-ts.
+
+    A value after ``now`` was not written by restarter (it writes its own ``now``); it is
+    ignored rather than allowed to block every window until then.
+    """
+    seconds = epoch_seconds(annotations.get(keys.RESTART_TS))
+    if seconds is None:
         return None
-    return dt.datetime.fromtimestamp(int(value), dt.UTC)
+    instant = dt.datetime.fromtimestamp(seconds, dt.UTC)
+    return instant if instant <= now else None
 
 
 def decide_restart(
@@ -147,7 +156,7 @@ def decide_restart(
     if not requested:
         return RestartDecision(Action.INVALID, sources=sources, problems=tuple(problems))
     next_start = earliest(requested, now).next_start(now)
-    last = last_restart(annotations)
+    last = last_restart(annotations, now)
     if not any(is_due(window, now, last) for window in requested):
         return RestartDecision(
             Action.WAIT, next_start=next_start, sources=sources, problems=tuple(problems)

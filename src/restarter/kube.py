@@ -86,6 +86,17 @@ class Api:
         method = getattr(self._apps, f"patch_namespaced_{_SINGULAR[plural]}")
         return self._patch(method, namespace, name, patch)
 
+    def read_workload(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Deployment, StatefulSet or DaemonSet as it is now, or None if it is gone."""
+        method = getattr(self._apps, f"read_namespaced_{_SINGULAR[plural]}")
+        try:
+            found = retrying(lambda: method(name, namespace, _request_timeout=REQUEST_TIMEOUT))
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return self._plain(found)
+
     def _list_workloads(self, plural: str, namespaces: tuple[str, ...]) -> list[Any]:
         singular = _SINGULAR[plural]
         if namespaces:

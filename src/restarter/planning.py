@@ -115,7 +115,7 @@ def workload_rows(
     if not decisions.has_pending(annotations):
         return []
     reads = [_read(mark, defaults) for mark in decisions.pending_marks(annotations)]
-    last = decisions.last_restart(annotations)
+    last = decisions.last_restart(annotations, now)
     restarts = {
         read.source: next_restart(read.request.window(), now, last)
         for read in reads

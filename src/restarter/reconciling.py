@@ -92,7 +92,7 @@ def reconcile_source(
             continue  # deleted since it was indexed
         stamped.append(label)
         annotations = workload.get("metadata", {}).get("annotations") or {}
-        when = next_restart(window, now, decisions.last_restart(annotations))
+        when = next_restart(window, now, decisions.last_restart(annotations, now))
         _event(
             workload,
             type="Normal",
@@ -125,8 +125,14 @@ def restart_if_due(
     now: dt.datetime,
     memo: MutableMapping[str, Any],
     logger: logging.Logger | logging.LoggerAdapter[Any],
+    reread_on_conflict: bool = True,
 ) -> None:
-    """One timer tick on a pending workload: restart in one patch, or say why not."""
+    """One timer tick on a pending workload: restart in one patch, or say why not.
+
+    The patch is conditional on the resourceVersion read; when the workload changed
+    meanwhile (a status update, a new mark), it is read again and decided once more at
+    once, so a busy workload does not miss a short window.
+    """
     metadata = workload["metadata"]
     namespace, name = metadata["namespace"], metadata["name"]
     decision = decisions.decide_restart(workload, settings, now)
@@ -152,7 +158,11 @@ def restart_if_due(
     try:
         restarted = api.patch_workload(plural, namespace, name, decision.patch)
     except Conflict:
-        logger.info("changed while deciding; deciding again on the next tick")
+        fresh = api.read_workload(plural, namespace, name) if reread_on_conflict else None
+        if fresh is None:
+            logger.info("changed while deciding; deciding again on the next tick")
+            return
+        restart_if_due(plural, fresh, settings, api, now, memo, logger, reread_on_conflict=False)
         return
     if restarted is None:
         return

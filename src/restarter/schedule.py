@@ -23,7 +23,14 @@ MAX_LENGTH = dt.timedelta(hours=24)
 #: Wider than any DST shift (at most 2 h anywhere), so a local-time search never misses.
 _DST_MARGIN = dt.timedelta(hours=3)
 _HHMM = re.compile(r"([01][0-9]|2[0-3])\.([0-5][0-9])")
-_DURATION = re.compile(r"(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
+_DURATION = re.compile(r"(?:([0-9]{1,5})h)?(?:([0-9]{1,7})m)?(?:([0-9]{1,9})s)?")
+#: What a cron field may hold once month and weekday names are removed: numbers, ranges,
+#: lists, steps, ``*``, and croniter's deterministic ``L``, ``#`` and ``?``. Not ``R``
+#: (random) or ``H`` (hashed): a window must open at the same minute on every tick.
+_CRON_FIELD = re.compile(r"[0-9*,/\-L#?]+")
+_CRON_NAMES = re.compile(
+    r"JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC|SUN|MON|TUE|WED|THU|FRI|SAT"
+)
 
 
 class ScheduleError(ValueError):
@@ -75,6 +82,8 @@ class Window(Protocol):
 
     def next_start(self, now: dt.datetime) -> dt.datetime: ...
 
+    def start_after(self, instant: dt.datetime) -> dt.datetime: ...
+
 
 def local_start(naive: dt.datetime, zone: dt.tzinfo) -> dt.datetime:
     """The UTC instant of a local wall-clock start, by the DST rules above."""
@@ -125,10 +134,14 @@ class DailyWindow:
         """The start of the occurrence open at ``now``, else of the next one."""
         if open_now := self.occurrence_at(now):
             return open_now.start
-        today = now.astimezone(self.zone).date()
+        return self.start_after(now)
+
+    def start_after(self, instant: dt.datetime) -> dt.datetime:
+        """The first start strictly after ``instant``."""
+        today = instant.astimezone(self.zone).date()
         for offset in range(0, 3):
             start = self.start_on(today + dt.timedelta(days=offset))
-            if start > now:
+            if start > instant:
                 return start
         raise AssertionError("a daily window opens within three days")
 
@@ -141,6 +154,11 @@ def parse_cron(expression: str) -> str:
             f"cron {expression!r} must have 5 fields: minute hour day-of-month month day-of-week"
         )
     normalised = " ".join(fields)
+    if not all(_CRON_FIELD.fullmatch(_CRON_NAMES.sub("0", f.upper())) for f in fields):
+        raise ScheduleError(
+            f"cron {expression!r} may use numbers, names, '*', ',', '-', '/', 'L' and '#' "
+            "only (no random 'R' or hashed 'H': a window must not move)"
+        )
     if not croniter.is_valid(normalised):
         raise ScheduleError(f"cron {expression!r} is not a valid cron expression")
     return normalised
@@ -190,10 +208,14 @@ class CronWindow:
         """The start of the occurrence open at ``now``, else of the next one."""
         if open_now := self.occurrence_at(now):
             return open_now.start
-        walker = croniter(self.expression, self._local(now) - _DST_MARGIN)
+        return self.start_after(now)
+
+    def start_after(self, instant: dt.datetime) -> dt.datetime:
+        """The first start strictly after ``instant``."""
+        walker = croniter(self.expression, self._local(instant) - _DST_MARGIN)
         while True:
             start = local_start(walker.get_next(dt.datetime), self.zone)
-            if start > now:
+            if start > instant:
                 return start
 
 
@@ -210,7 +232,10 @@ class AnyWindow:
     def next_start(self, now: dt.datetime) -> dt.datetime:
         if open_now := self.occurrence_at(now):
             return open_now.start
-        return min(window.next_start(now) for window in self.windows)
+        return self.start_after(now)
+
+    def start_after(self, instant: dt.datetime) -> dt.datetime:
+        return min(window.start_after(instant) for window in self.windows)
 
 
 @dataclass(frozen=True)
@@ -222,6 +247,9 @@ class Immediately:
 
     def next_start(self, now: dt.datetime) -> dt.datetime:
         return now
+
+    def start_after(self, instant: dt.datetime) -> dt.datetime:
+        return instant
 
 
 def is_due(window: Window, now: dt.datetime, last_restart: dt.datetime | None) -> bool:
@@ -239,7 +267,9 @@ def next_restart(window: Window, now: dt.datetime, last_restart: dt.datetime | N
         return window.next_start(now)
     if last_restart is None or last_restart < occurrence.start:
         return occurrence.start
-    return window.next_start(occurrence.end)
+    # Restarted in the open occurrence: the next start after now opens the next chance
+    # (for overlapping occurrences that is before this one ends).
+    return window.start_after(now)
 
 
 def earliest(windows: list[Window], now: dt.datetime) -> Window:

@@ -86,8 +86,10 @@ def build(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         interval = float(args.timer_interval)
     except ValueError:
         raise SettingsError(f"timer interval {args.timer_interval!r} is not a number") from None
-    if not 0.5 <= interval <= 3600:
-        raise SettingsError(f"timer interval {interval} must be between 0.5 and 3600 seconds")
+    # At least 1 s: restartedAt has whole seconds, so two restarts of one workload in the
+    # same second would write the same value and the second would roll nothing.
+    if not 1 <= interval <= 3600:
+        raise SettingsError(f"timer interval {interval} must be between 1 and 3600 seconds")
     if window_length.total_seconds() <= 2 * interval:
         raise SettingsError(
             f"window length {args.window_length} must be longer than two timer intervals "

@@ -132,6 +132,7 @@ def from_source(
             f"(the label says {label!r})"
         )
     elif label == NOW:
+        parse_zone(zone)  # a bad zone is an error even where it does not matter
         request = WindowRequest(NOW, zone, length)
     else:
         request = WindowRequest("_".join(_daily_starts(label)), zone, length)

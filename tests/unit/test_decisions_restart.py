@@ -19,6 +19,7 @@ from restarter.decisions import (
     classify,
     decide_restart,
     has_pending,
+    last_restart,
     pending_marks,
     stamp_patch,
 )
@@ -500,3 +501,26 @@ def test_an_opted_out_workload_has_its_marks_cleared_and_is_not_restarted() -> N
             },
         }
     }
+
+
+@pytest.mark.parametrize(
+    "restart_ts",
+    [
+        pytest.param("253402300800", id="after-year-9999"),
+        pytest.param("9" * 40, id="forty-digits"),
+        pytest.param("4102444800", id="in-2100-after-now"),
+    ],
+)
+def test_a_restart_ts_restarter_cannot_have_written_is_ignored(restart_ts: str) -> None:
+    now = warsaw("2026-12-02T03:20")
+    body = workload({"db": "03.00"}, extra={keys.RESTART_TS: restart_ts})
+    assert last_restart(body["metadata"]["annotations"], now) is None
+    assert decide_restart(body, SETTINGS, now).action is Action.RESTART
+
+
+def test_a_pending_time_past_year_9999_is_unreadable_not_a_crash() -> None:
+    annotations = {
+        keys.pending_key("secret", "db"): "9" * 30,
+        keys.window_key("secret", "db"): "03.00",
+    }
+    assert pending_marks(annotations) == [Mark("secret.db", None, "03.00")]

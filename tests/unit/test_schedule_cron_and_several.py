@@ -172,7 +172,9 @@ def test_in_a_fall_back_hour_a_cron_window_never_opens_twice() -> None:
         pytest.param("@daily", "5 fields", id="nickname"),
         pytest.param("", "5 fields", id="empty"),
         pytest.param("0 0 30 2 *", "never matches", id="february-30"),
-        pytest.param("a b c d e", "not a valid cron", id="letters"),
+        pytest.param("a b c d e", "may use numbers", id="letters"),
+        pytest.param("R R * * *", "no random", id="random-minute-and-hour"),
+        pytest.param("H 3 * * *", "no random", id="hashed-minute"),
     ],
 )
 def test_a_bad_cron_expression_is_refused_with_the_reason(expression: str, reason: str) -> None:
@@ -235,3 +237,41 @@ def test_now_is_always_due_and_restarts_at_once() -> None:
     assert is_due(window, now, utc("2026-12-02T15:14"))
     assert window.next_start(now) == now
     assert next_restart(window, now, None) == now
+
+
+@pytest.mark.parametrize(
+    "expression", ["0 3 * * MON-FRI", "0 3 L * *", "0 3 * * 5#3", "*/15 0-6 1,15 jan,feb *"]
+)
+def test_deterministic_cron_forms_are_accepted(expression: str) -> None:
+    assert CronWindow.parse(expression, HOUR, UTC).expression == expression
+
+
+# --- the next restart when occurrences overlap ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("window", "now", "restarted", "expected"),
+    [
+        pytest.param(
+            cron("*/10 * * * *"),
+            "2026-12-02T03:45",
+            "2026-12-02T03:42",
+            "2026-12-02T03:50",
+            id="cron-every-10-minutes-1h-long",
+        ),
+        pytest.param(
+            AnyWindow((DailyWindow(3, 0, HOUR, UTC), DailyWindow(3, 30, HOUR, UTC))),
+            "2026-12-02T03:15",
+            "2026-12-02T03:10",
+            "2026-12-02T03:30",
+            id="daily-03.00-and-03.30-1h-long",
+        ),
+    ],
+)
+def test_after_a_restart_the_next_one_is_at_the_next_start_even_inside_an_occurrence(
+    window: CronWindow | AnyWindow, now: str, restarted: str, expected: str
+) -> None:
+    last = utc(restarted)
+    assert next_restart(window, utc(now), last) == utc(expected)
+    assert not is_due(window, utc(expected) - dt.timedelta(seconds=1), last)
+    assert is_due(window, utc(expected), last)

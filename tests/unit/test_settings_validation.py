@@ -36,7 +36,7 @@ def test_build_ignores_variables_outside_the_restarter_prefix() -> None:
         ("RESTARTER_WINDOW_LENGTH", "90m", "window_length", dt.timedelta(minutes=90)),
         ("RESTARTER_WINDOW_LENGTH", "1h30m", "window_length", dt.timedelta(minutes=90)),
         ("RESTARTER_TIMER_INTERVAL", "15", "timer_interval", 15.0),
-        ("RESTARTER_TIMER_INTERVAL", "0.5", "timer_interval", 0.5),
+        ("RESTARTER_TIMER_INTERVAL", "1.5", "timer_interval", 1.5),
         ("RESTARTER_NAMESPACES", "a, b,,a", "namespaces", ("a", "b")),
         ("RESTARTER_NAMESPACES", " , ,", "namespaces", ()),
         ("RESTARTER_NAMESPACES", "only", "namespaces", ("only",)),
@@ -112,6 +112,9 @@ def test_a_flag_overrides_its_environment_variable(
         pytest.param([], {"RESTARTER_TIMER_INTERVAL": "x"}, "'x'", id="env-interval-x"),
         pytest.param(["--timer-interval", "0.1"], {}, "0.1", id="flag-interval-0.1"),
         pytest.param([], {"RESTARTER_TIMER_INTERVAL": "0.1"}, "0.1", id="env-interval-0.1"),
+        pytest.param(
+            ["--timer-interval", "0.5"], {}, "between 1 and 3600", id="sub-second-interval"
+        ),
         pytest.param(["--timer-interval", "3601"], {}, "3601", id="flag-interval-too-long"),
         pytest.param(["--log-level", "LOUD"], {}, "LOUD", id="flag-level"),
         pytest.param([], {"RESTARTER_LOG_LEVEL": "LOUD"}, "LOUD", id="env-level"),

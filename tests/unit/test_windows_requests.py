@@ -83,6 +83,9 @@ def test_a_source_asks_for_a_window_with_its_label_and_annotations(
         pytest.param("03.00", {"length": "2h30"}, "not like 1h", id="length-2h30"),
         pytest.param("03.00", {"length": "25h"}, "at most 24h", id="length-25h"),
         pytest.param("03.00", {"length": "2m"}, "two timer intervals", id="shorter-than-ticks"),
+        pytest.param("03.00", {"length": "99999999999h"}, "not like 1h", id="length-overflow"),
+        pytest.param("now", {"timezone": "Nope/Nowhere"}, "unknown time zone", id="now-bad-zone"),
+        pytest.param("cron", {"cron": "R 3 * * *"}, "no random", id="cron-random"),
     ],
 )
 def test_a_bad_request_is_refused_naming_what_is_wrong(

@@ -44,8 +44,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [apps]
   resources: [deployments, statefulsets, daemonsets]
   verbs: [get, list, watch, patch]
-# Events on sources and workloads (ChangeDetected, RestartScheduled, Restarted, warnings).
+# Events on sources and workloads (ChangeDetected, RestartScheduled, Restarted, warnings);
+# kopf only ever creates them.
 - apiGroups: [""]
   resources: [events]
-  verbs: [create, patch]
+  verbs: [create]
 {{- end -}}
