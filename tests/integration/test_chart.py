@@ -31,6 +31,7 @@ from tests.integration.factories import (
     window_hours_away,
     window_open_now,
 )
+from tests.integration.test_operator_restarts import baseline, change_data
 
 CHART = REPO / "charts" / "restarter"
 Core = kubernetes.client.CoreV1Api
@@ -213,14 +214,8 @@ def run_as_chart(cluster: Cluster, release: str, tmp_path: Path) -> tuple[Operat
 def _stamped_and_restarted(core: Core, apps: Apps, namespace: str) -> None:
     core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window_open_now()))
     apps.create_namespaced_deployment(namespace, deployment("web", env=[env_from_secret("db")]))
-    wait_for(
-        lambda: (core.read_namespaced_secret("db", namespace).metadata.annotations or {}).get(
-            keys.CHECKSUM
-        ),
-        30,
-        message="baseline checksum",
-    )
-    core.patch_namespaced_secret("db", namespace, {"data": encoded({"password": "b"})})
+    baseline(core, namespace, "db")
+    change_data(core, namespace, "db", "b")
     wait_for(
         lambda: (
             len(apps.list_namespaced_replica_set(namespace, label_selector="app=web").items) == 2
@@ -516,14 +511,8 @@ def test_uninstall_hook_stops_the_operator_then_frees_pending_deployments(
             namespace, secret("db", {"password": "a"}, window_hours_away(6))
         )
         apps.create_namespaced_deployment(namespace, deployment("web", env=[env_from_secret("db")]))
-        wait_for(
-            lambda: (core.read_namespaced_secret("db", namespace).metadata.annotations or {}).get(
-                keys.CHECKSUM
-            ),
-            30,
-            message="baseline checksum",
-        )
-        core.patch_namespaced_secret("db", namespace, {"data": encoded({"password": "b"})})
+        baseline(core, namespace, "db")
+        change_data(core, namespace, "db", "b")
         wait_for(
             lambda: keys.FINALIZER in _finalizers(apps, namespace, "web"),
             30,

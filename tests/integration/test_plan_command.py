@@ -95,7 +95,7 @@ def expected_rows(
     namespace: str, kind: str, name: str, annotations: dict[str, str], now: dt.datetime
 ) -> dict[str, dict[str, Any]]:
     """What plan must say about one workload, by source, computed from its annotations."""
-    last = decisions.last_restart(annotations)
+    last = decisions.last_restart(annotations, now)
     by_source = {}
     for mark in decisions.pending_marks(annotations):
         assert mark.window is not None and mark.since is not None

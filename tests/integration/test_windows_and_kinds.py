@@ -116,6 +116,14 @@ def test_statefulset_and_daemonset_dependents_are_stamped_and_restarted(
             30,
             message=f"the new revision of {owner}",
         )
+        wait_for(
+            lambda owner=owner: events(core, namespace, owner, "Restarted"),
+            10,
+            message=f"the Restarted Event of {owner}",
+        )
+    time.sleep(TICKS)
+    for owner in ("store", "agent"):
+        assert len(revisions(apps, namespace, owner)) == 2  # restarted once, not again
         assert len(events(core, namespace, owner, "Restarted")) == 1
     store = apps.read_namespaced_stateful_set("store", namespace)
     agent = apps.read_namespaced_daemon_set("agent", namespace)
