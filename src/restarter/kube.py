@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -16,6 +17,9 @@ RETRIABLE = frozenset({429, 500, 502, 503, 504})
 ATTEMPTS = 4
 #: (connect, read) seconds: a half-open connection must not hold a worker thread forever.
 REQUEST_TIMEOUT = (5, 30)
+#: HTTP connections kept open: one per kopf worker thread (main.py, max_workers) and the
+#: stamping pool, so parallel requests reuse connections instead of new TLS handshakes.
+POOL_SIZE = 16
 
 #: The AppsV1Api method stem of each workload resource.
 _SINGULAR = {
@@ -38,7 +42,9 @@ def load_client() -> kubernetes.client.ApiClient:
         kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
     except kubernetes.config.ConfigException:
         kubernetes.config.load_kube_config()  # type: ignore[no-untyped-call]
-    return kubernetes.client.ApiClient()
+    configuration = kubernetes.client.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = POOL_SIZE
+    return kubernetes.client.ApiClient(configuration)
 
 
 def retrying(call: Callable[[], T]) -> T:
@@ -64,8 +70,14 @@ class Api:
         self._core = kubernetes.client.CoreV1Api(client)
         self._apps = kubernetes.client.AppsV1Api(client)
 
-    def _plain(self, obj: Any) -> dict[str, Any]:
-        return dict(self.client.sanitize_for_serialization(obj))  # type: ignore[no-untyped-call]
+    @staticmethod
+    def _plain(response: Any) -> dict[str, Any]:
+        """The JSON body of a raw response (``_preload_content=False``) as a plain dict.
+
+        Parsing it once with ``json`` skips the client's model objects, which cost about
+        two orders of magnitude more CPU per object than the parse itself.
+        """
+        return dict(json.loads(response.data))
 
     def patch_source(
         self, kind: str, namespace: str, name: str, patch: dict[str, Any]
@@ -90,7 +102,11 @@ class Api:
         """A Deployment, StatefulSet or DaemonSet as it is now, or None if it is gone."""
         method = getattr(self._apps, f"read_namespaced_{_SINGULAR[plural]}")
         try:
-            found = retrying(lambda: method(name, namespace, _request_timeout=REQUEST_TIMEOUT))
+            found = retrying(
+                lambda: method(
+                    name, namespace, _request_timeout=REQUEST_TIMEOUT, _preload_content=False
+                )
+            )
         except ApiException as error:
             if error.status == 404:
                 return None
@@ -101,9 +117,12 @@ class Api:
         singular = _SINGULAR[plural]
         if namespaces:
             method = getattr(self._apps, f"list_namespaced_{singular}")
-            return [method(ns, _request_timeout=REQUEST_TIMEOUT) for ns in namespaces]
+            return [
+                method(ns, _request_timeout=REQUEST_TIMEOUT, _preload_content=False)
+                for ns in namespaces
+            ]
         method = getattr(self._apps, f"list_{singular}_for_all_namespaces")
-        return [method(_request_timeout=REQUEST_TIMEOUT)]
+        return [method(_request_timeout=REQUEST_TIMEOUT, _preload_content=False)]
 
     def list_workloads(self, plural: str, namespace: str | None) -> list[dict[str, Any]]:
         """Every workload of a kind in ``namespace`` (None: every namespace), as plain dicts."""
@@ -122,6 +141,7 @@ class Api:
                     patch,
                     _content_type=MERGE_PATCH,
                     _request_timeout=REQUEST_TIMEOUT,
+                    _preload_content=False,
                 )
             )
         except ApiException as error:

@@ -42,6 +42,13 @@ def _configure_logging(settings: Settings) -> None:
     logging.getLogger().setLevel(settings.log_level)
     for noisy in ("kubernetes.client.rest", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("kopf.objects").addFilter(_quiet_timer_ticks)
+
+
+def _quiet_timer_ticks(record: logging.LogRecord) -> bool:
+    """Drop kopf's "Timer ... succeeded." line: every pending workload logs it every tick."""
+    message = record.getMessage()
+    return not (message.startswith("Timer 'pending_restart") and message.endswith("succeeded."))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Iterable, Mapping, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 import kopf
@@ -15,6 +16,9 @@ from restarter.kube import Api, Conflict
 from restarter.references import SOURCE_KINDS, WORKLOAD_KINDS
 from restarter.schedule import ScheduleError, next_restart, parse_zone
 from restarter.settings import Settings
+
+#: Stamps in flight at once for one change (below kube.POOL_SIZE connections).
+STAMP_CONCURRENCY = 8
 
 
 def _event(obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
@@ -78,14 +82,24 @@ def reconcile_source(
         )
         return
 
-    stamped, failed = [], []
-    for plural, dependent in sorted(set(dependents)):
-        label = f"{WORKLOAD_KINDS[plural]} {dependent}"
-        patch = decisions.stamp_patch(kind, name, now, request)
+    patch = decisions.stamp_patch(kind, name, now, request)
+
+    def stamp(dependent: tuple[str, str]) -> dict[str, Any] | Exception | None:
         try:
-            workload = api.patch_workload(plural, namespace, dependent, patch)
+            return api.patch_workload(dependent[0], namespace, dependent[1], patch)
         except Exception as error:  # one refused patch must not stop the others
-            logger.error(f"could not stamp {label}: {type(error).__name__}")
+            return error
+
+    targets = sorted(set(dependents))
+    # Stamps go out in parallel; all of them are answered before the checksum is recorded.
+    # Logs and Events stay in this thread: kopf's posting needs the handler's context.
+    with ThreadPoolExecutor(max_workers=STAMP_CONCURRENCY) as pool:
+        outcomes = list(pool.map(stamp, targets))
+    stamped, failed = [], []
+    for (plural, dependent), workload in zip(targets, outcomes, strict=True):
+        label = f"{WORKLOAD_KINDS[plural]} {dependent}"
+        if isinstance(workload, Exception):
+            logger.error(f"could not stamp {label}: {type(workload).__name__}")
             failed.append(label)
             continue
         if workload is None:
