@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import shlex
+import signal
 import sys
 import tempfile
 import time
@@ -18,6 +19,7 @@ from bench import report
 from bench.audit import AuditLog
 from bench.control_plane import AuditedCluster, api_client
 from bench.loading import Objects
+from bench.metrics import ApiserverMetrics
 from bench.scenario import NAIVE, RESTARTER, Harness, Plan, prepare, run_once
 from bench.watching import DeploymentWatcher
 
@@ -38,6 +40,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--noise", type=int, default=20000, help="unlabelled Secrets")
     parser.add_argument("--noise-configmaps", type=int, default=5000, help="ConfigMaps")
     parser.add_argument("--runs", type=int, default=3, help="runs per size and operator")
+    parser.add_argument(
+        "--runs-above",
+        default="",
+        metavar="SIZE:RUNS",
+        help="fewer runs for big sizes, e.g. 1000:1 runs sizes above 1000 once",
+    )
     parser.add_argument("--changes", type=int, default=10, help="single-Secret changes per run")
     parser.add_argument("--churn", type=int, default=20, help="unlabelled Secret updates per run")
     parser.add_argument("--timer-interval", type=float, default=5.0, help="restarter's timer")
@@ -46,6 +54,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--docs", type=Path, default=DOCS, help="where the table and plot go")
     parser.add_argument(
         "--workdir", type=Path, help="cluster and operator logs (default: a temp dir)"
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="py-spy each operator (speedscope files in workdir)"
     )
     return parser.parse_args(argv)
 
@@ -59,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         report.write(results, DOCS)
         return 0
     args = parse(argv)
+    # SIGTERM too must bring the control plane down (the finally below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="restarter-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -78,10 +91,17 @@ def main(argv: list[str] | None = None) -> int:
     log.info(f"control plane up in {time.monotonic() - started:.1f}s in {workdir}")
     try:
         client = api_client(cluster)
-        objects = Objects(client)
+        objects = Objects(client, cluster)
         objects.ensure_namespace()
         watcher = DeploymentWatcher(client).start()
-        harness = Harness(cluster, objects, watcher, AuditLog(cluster.audit_log), workdir)
+        harness = Harness(
+            cluster,
+            objects,
+            watcher,
+            AuditLog(cluster.audit_log),
+            ApiserverMetrics(cluster),
+            workdir,
+        )
         existing = 0
         for size in args.sizes:
             plan = Plan(
@@ -93,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                 churn=args.churn,
                 timer_interval=args.timer_interval,
                 far_window=far,
+                profile=args.profile,
             )
             timings = prepare(harness, plan, existing)
             existing = size
@@ -100,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             log.info(
                 f"N={size}: prepared " + ", ".join(f"{k} {v:.0f}s" for k, v in timings.items())
             )
-            for run in range(args.runs):
+            for run in range(_runs(args, size)):
                 # Alternate the order so that drift on a shared machine hits both alike.
                 order = operators if run % 2 == 0 else operators[::-1]
                 for operator in order:
@@ -116,6 +137,13 @@ def main(argv: list[str] | None = None) -> int:
     report.write(results, args.docs)
     log.info(f"wrote {args.output} and {args.docs / 'benchmarks.md'}; logs in {workdir}")
     return 0
+
+
+def _runs(args: argparse.Namespace, size: int) -> int:
+    if not args.runs_above:
+        return int(args.runs)
+    above, runs = (int(part) for part in args.runs_above.split(":"))
+    return runs if size > above else int(args.runs)
 
 
 def _save(results: dict[str, Any], path: Path) -> None:

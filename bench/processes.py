@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -30,6 +31,7 @@ class OperatorProcess:
     def __init__(self, cluster: Cluster, module: str, args: list[str], log_path: Path) -> None:
         self.cluster, self.module, self.args, self.log_path = cluster, module, args, log_path
         self.process: subprocess.Popen[bytes] | None = None
+        self.profiler: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0
 
     def start(self, timeout: float = 60) -> OperatorProcess:
@@ -50,6 +52,27 @@ class OperatorProcess:
             time.sleep(0.1)
         return self
 
+    def profile(self, output: Path) -> None:
+        """Sample the running operator with py-spy (all threads, idle ones left out)."""
+        py_spy = Path(sys.executable).parent / "py-spy"
+        self.profiler = subprocess.Popen(
+            [
+                str(py_spy),
+                "record",
+                "--pid",
+                str(self.pid),
+                "--rate",
+                "50",
+                "--nonblocking",
+                "--format",
+                "speedscope",
+                "--output",
+                str(output),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
     @property
     def pid(self) -> int:
         assert self.process is not None
@@ -69,6 +92,10 @@ class OperatorProcess:
         )
 
     def stop(self) -> None:
+        if self.profiler is not None:
+            self.profiler.send_signal(signal.SIGINT)
+            self.profiler.wait(60)
+            self.profiler = None
         if self.process is None:
             return
         if self.process.poll() is None:

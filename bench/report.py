@@ -55,6 +55,11 @@ METRICS: list[Metric] = [
         "",
         lambda r: _mean([_total(c["requests"]) for c in _changes(r)]),
     ),
+    (
+        "Deployments listed per single-Secret change",
+        "KiB",
+        lambda r: _mean([c["listed_kb"] for c in _changes(r)]),
+    ),
     ("fan-out (every Deployment depends): stamp latency p50", "s", lambda r: r["fanout"]["p50"]),
     ("fan-out: stamp latency p99", "s", lambda r: r["fanout"]["p99"]),
     ("fan-out: stamp latency max (all stamped)", "s", lambda r: r["fanout"]["max"]),
@@ -73,6 +78,11 @@ METRICS: list[Metric] = [
         "unrelated Secret update: API requests each",
         "",
         lambda r: _total(r["churn"]["requests"]) / max(1, r["churn"]["updates"]),
+    ),
+    (
+        "unrelated Secret update: Deployments listed each",
+        "KiB",
+        lambda r: r["churn"]["listed_kb"] / max(1, r["churn"]["updates"]),
     ),
     ("CPU until ready", "s", lambda r: r["usage_ready"]["cpu_seconds"]),
     ("CPU, whole run", "s", lambda r: r["usage_end"]["cpu_seconds"]),

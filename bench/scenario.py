@@ -19,6 +19,7 @@ from typing import Any
 from bench import workload
 from bench.audit import AuditLog
 from bench.loading import Objects, concurrently
+from bench.metrics import ApiserverMetrics
 from bench.processes import OperatorProcess
 from bench.stats import percentile
 from bench.watching import RESTARTED_AT, DeploymentWatcher, Marks
@@ -48,6 +49,7 @@ class Plan:
     churn: int
     timer_interval: float
     far_window: str
+    profile: bool = False
 
 
 @dataclass
@@ -56,6 +58,7 @@ class Harness:
     objects: Objects
     watcher: DeploymentWatcher
     audit: AuditLog
+    metrics: ApiserverMetrics
     workdir: Path
     versions: dict[str, int] = field(default_factory=dict)
 
@@ -77,19 +80,19 @@ def prepare(harness: Harness, plan: Plan, existing: int) -> dict[str, float]:
     objects.ensure_namespace()
     timings: dict[str, float] = {}
     if existing == 0:
-        _, timings["noise secrets"] = objects.create_all(
+        timings["noise secrets"] = objects.create_all(
             workload.noise_secret(i) for i in range(plan.noise_secrets)
         )
-        _, timings["noise configmaps"] = objects.create_all(
+        timings["noise configmaps"] = objects.create_all(
             workload.noise_configmap(i) for i in range(plan.noise_configmaps)
         )
         labelled = [workload.labelled_name(i) for i in range(plan.labelled)]
-        _, timings["labelled secrets"] = objects.create_all(
+        timings["labelled secrets"] = objects.create_all(
             workload.labelled_secret(name, plan.far_window)
             for name in [*labelled, SHARED_SECRET, PROBE_SECRET]
         )
         objects.create(workload.deployment(PROBE_DEPLOYMENT, [PROBE_SECRET]))
-    _, timings["deployments"] = objects.create_all(
+    timings["deployments"] = objects.create_all(
         workload.workload_deployment(i, plan.labelled) for i in range(existing, plan.deployments)
     )
     started = time.monotonic()
@@ -194,6 +197,8 @@ def run_once(harness: Harness, plan: Plan, operator: str, run: int) -> dict[str,
         "reset_patches": removed,
     }
     process.start()
+    if plan.profile:
+        process.profile(harness.workdir / f"{operator}-n{plan.deployments}-r{run}.speedscope.json")
     try:
         result["ready_seconds"] = _ready(harness, process, operator)
         result["usage_ready"] = vars(process.usage())
@@ -243,7 +248,7 @@ def _small_change(harness: Harness, plan: Plan, operator: str, run: int, k: int)
     secret = workload.labelled_name(index)
     dependents = workload.dependents_of(index, plan.deployments, plan.labelled)
     time.sleep(SPACING)
-    bookmark = harness.audit.offset()
+    bookmark, listed = harness.audit.offset(), harness.metrics.listed_bytes("deployments")
     sent, rv = harness.change_secret(secret)
     seen = harness.watcher.wait(dependents, stamped_by(operator, secret, sent, rv), sent, 120)
     requests = harness.audit.wait_quiet(bookmark)
@@ -252,6 +257,7 @@ def _small_change(harness: Harness, plan: Plan, operator: str, run: int, k: int)
         "stamped": len(seen),
         "latency": max(seen.values()) - sent if seen else math.nan,
         "requests": dict(requests),
+        "listed_kb": (harness.metrics.listed_bytes("deployments") - listed) / 1024,
     }
 
 
@@ -264,7 +270,7 @@ def _churn(harness: Harness, plan: Plan, process: OperatorProcess, run: int) -> 
     idle_started, idle_cpu = time.monotonic(), process.usage().cpu_seconds
     time.sleep(IDLE)
     idle_rate = (process.usage().cpu_seconds - idle_cpu) / (time.monotonic() - idle_started)
-    bookmark = harness.audit.offset()
+    bookmark, listed = harness.audit.offset(), harness.metrics.listed_bytes("deployments")
     started, before = time.monotonic(), process.usage().cpu_seconds
     concurrently(harness.change_secret, names)
     cpu = _settle_cpu(process, quiet=idle_rate * 2 + 0.05)
@@ -274,6 +280,7 @@ def _churn(harness: Harness, plan: Plan, process: OperatorProcess, run: int) -> 
         "cpu_seconds": max(0.0, cpu - before - idle_rate * elapsed),
         "idle_cpu_per_s": idle_rate,
         "requests": dict(harness.audit.operator_requests(bookmark)),
+        "listed_kb": (harness.metrics.listed_bytes("deployments") - listed) / 1024,
     }
 
 
