@@ -298,7 +298,7 @@ def _settle_cpu(process: OperatorProcess, quiet: float, timeout: float = 600) ->
 
 def _next_window(plan: Plan) -> dt.datetime:
     """A window start far enough ahead for every Deployment to be stamped before it."""
-    margin = dt.timedelta(seconds=30 + 0.03 * plan.deployments)
+    margin = dt.timedelta(seconds=30 + 0.06 * plan.deployments)
     ahead = dt.datetime.now(dt.UTC) + margin
     return ahead.replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
 
