@@ -58,6 +58,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--profile", action="store_true", help="py-spy each operator (speedscope files in workdir)"
     )
+    parser.add_argument(
+        "--memtrace",
+        action="store_true",
+        help="tracemalloc in each operator; live allocations written at the end of a run",
+    )
     return parser.parse_args(argv)
 
 
@@ -114,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                 timer_interval=args.timer_interval,
                 far_window=far,
                 profile=args.profile,
+                memtrace=args.memtrace,
             )
             timings = prepare(harness, plan, existing)
             existing = size

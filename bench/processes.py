@@ -28,14 +28,22 @@ class Usage:
 class OperatorProcess:
     """``python -m <module> --namespace NS ...`` with the cluster's admin kubeconfig."""
 
-    def __init__(self, cluster: Cluster, module: str, args: list[str], log_path: Path) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        module: str,
+        args: list[str],
+        log_path: Path,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.cluster, self.module, self.args, self.log_path = cluster, module, args, log_path
+        self.env = env or {}
         self.process: subprocess.Popen[bytes] | None = None
         self.profiler: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0
 
     def start(self, timeout: float = 60) -> OperatorProcess:
-        environment = {**os.environ, **self.cluster.env()}
+        environment = {**os.environ, **self.cluster.env(), **self.env}
         self.started_at = time.time()
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
@@ -48,6 +56,7 @@ class OperatorProcess:
         deadline = time.monotonic() + timeout
         while "Initial authentication has finished" not in self.log():
             if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
                 raise RuntimeError(f"{self.module} did not start:\n{self.log()[-3000:]}")
             time.sleep(0.1)
         return self
@@ -90,6 +99,11 @@ class OperatorProcess:
             rss_mb=int(fields["VmRSS"].split()[0]) / 1024,
             peak_rss_mb=int(fields["VmHWM"].split()[0]) / 1024,
         )
+
+    def dump_allocations(self) -> None:
+        """Ask bench/memtrace (when loaded) to write the live allocations; give it time."""
+        os.kill(self.pid, signal.SIGUSR1)
+        time.sleep(20)
 
     def stop(self) -> None:
         if self.profiler is not None:

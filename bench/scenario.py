@@ -50,6 +50,7 @@ class Plan:
     timer_interval: float
     far_window: str
     profile: bool = False
+    memtrace: bool = False
 
 
 @dataclass
@@ -196,7 +197,7 @@ def run_once(harness: Harness, plan: Plan, operator: str, run: int) -> dict[str,
         "run": run,
         "reset_patches": removed,
     }
-    process.start()
+    process.start(timeout=600 if plan.memtrace else 60)
     if plan.profile:
         process.profile(harness.workdir / f"{operator}-n{plan.deployments}-r{run}.speedscope.json")
     try:
@@ -211,17 +212,27 @@ def run_once(harness: Harness, plan: Plan, operator: str, run: int) -> dict[str,
         if window is not None:
             result["window"] = _window(harness, plan, window)
         result["usage_end"] = vars(process.usage())
+        if plan.memtrace:
+            process.dump_allocations()
     finally:
         process.stop()
     return result
 
 
 def _process(harness: Harness, plan: Plan, operator: str, run: int) -> OperatorProcess:
-    log_path = harness.workdir / f"{operator}-n{plan.deployments}-r{run}.log"
+    stem = harness.workdir / f"{operator}-n{plan.deployments}-r{run}"
+    env = {}
+    if plan.memtrace:
+        env = {
+            "PYTHONPATH": str(Path(__file__).parent / "memtrace"),
+            "BENCH_TRACEMALLOC": f"{stem}.allocations.txt",
+        }
+    log_path = stem.with_suffix(".log")
     if operator == RESTARTER:
         args = ["--namespace", NAMESPACE, "--timer-interval", f"{plan.timer_interval:g}"]
-        return OperatorProcess(harness.cluster, "restarter", args, log_path)
-    return OperatorProcess(harness.cluster, "bench.naive", ["--namespace", NAMESPACE], log_path)
+        return OperatorProcess(harness.cluster, "restarter", args, log_path, env)
+    args = ["--namespace", NAMESPACE]
+    return OperatorProcess(harness.cluster, "bench.naive", args, log_path, env)
 
 
 def _ready(harness: Harness, process: OperatorProcess, operator: str) -> float:
