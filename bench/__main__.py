@@ -59,6 +59,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--profile", action="store_true", help="py-spy each operator (speedscope files in workdir)"
     )
     parser.add_argument(
+        "--operator-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra environment for the operators, e.g. MALLOC_ARENA_MAX=2 (repeatable)",
+    )
+    parser.add_argument(
         "--memtrace",
         action="store_true",
         help="tracemalloc in each operator; live allocations written at the end of a run",
@@ -120,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                 far_window=far,
                 profile=args.profile,
                 memtrace=args.memtrace,
+                operator_env=tuple(tuple(pair.split("=", 1)) for pair in args.operator_env),
             )
             timings = prepare(harness, plan, existing)
             existing = size

@@ -51,6 +51,7 @@ class Plan:
     far_window: str
     profile: bool = False
     memtrace: bool = False
+    operator_env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -221,9 +222,9 @@ def run_once(harness: Harness, plan: Plan, operator: str, run: int) -> dict[str,
 
 def _process(harness: Harness, plan: Plan, operator: str, run: int) -> OperatorProcess:
     stem = harness.workdir / f"{operator}-n{plan.deployments}-r{run}"
-    env = {}
+    env = dict(plan.operator_env)
     if plan.memtrace:
-        env = {
+        env |= {
             "PYTHONPATH": str(Path(__file__).parent / "memtrace"),
             "BENCH_TRACEMALLOC": f"{stem}.allocations.txt",
         }
