@@ -276,8 +276,9 @@ def plot(results: dict[str, Any], path: Path) -> None:
             lambda r: percentile([c["latency"] for c in _changes(r)], 0.5),
         ),
         ("peak RSS (MB)", "MB", lambda r: r["usage_end"]["peak_rss_mb"]),
+        ("start → first change handled (s)", "s", lambda r: r["ready_seconds"]),
     ]
-    figure, axes = plt.subplots(1, len(panels), figsize=(13, 4))
+    figure, axes = plt.subplots(1, len(panels), figsize=(16, 4))
     xs = sizes(results)
     for axis, (title, _, extract) in zip(axes, panels, strict=True):
         for op, colour in zip(OPERATORS, ("tab:blue", "tab:red"), strict=True):
@@ -351,13 +352,10 @@ def write(results: dict[str, Any], docs: Path) -> None:
     plot(results, docs / image)
     generated = f"{BEGIN}\n{markdown(results, image)}\n{END}"
     target = docs / "benchmarks.md"
-    if target.exists() and BEGIN in target.read_text():
-        text = re.sub(
-            re.escape(BEGIN) + ".*?" + re.escape(END),
-            lambda _: generated,
-            target.read_text(),
-            flags=re.S,
-        )
+    existing = target.read_text() if target.exists() else "# Benchmarks\n"
+    if BEGIN in existing:
+        pattern = re.escape(BEGIN) + ".*?" + re.escape(END)
+        text = re.sub(pattern, lambda _: generated, existing, flags=re.S)
     else:
-        text = f"# Benchmarks\n\n{generated}\n"
+        text = f"{existing.rstrip()}\n\n{generated}\n"
     target.write_text(text)
