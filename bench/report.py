@@ -326,7 +326,7 @@ def markdown(results: dict[str, Any], image: str) -> str:
         "",
         targets(results),
         "",
-        "### Setup time (harness, 12 threads)",
+        "### Setup time (kubectl create, 3 processes in parallel)",
         "",
         "| N | " + " | ".join(next(iter(results["setup"].values()), {}).keys()) + " |",
         "|---|" + "---|" * len(next(iter(results["setup"].values()), {})),
