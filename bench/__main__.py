@@ -66,6 +66,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="extra environment for the operators, e.g. MALLOC_ARENA_MAX=2 (repeatable)",
     )
     parser.add_argument(
+        "--no-fanout",
+        action="store_true",
+        help="skip the fan-out and the window (start-up, single changes and churn only)",
+    )
+    parser.add_argument(
         "--memtrace",
         action="store_true",
         help="tracemalloc in each operator; live allocations written at the end of a run",
@@ -76,10 +81,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["report"]:
-        results = json.loads(
-            Path(argv[1] if len(argv) > 1 else DOCS / "benchmarks.json").read_text()
-        )
-        report.write(results, DOCS)
+        paths = [Path(p) for p in argv[1:]] or [DOCS / "benchmarks.json"]
+        report.write(report.merge([json.loads(p.read_text()) for p in paths]), DOCS)
         return 0
     args = parse(argv)
     # SIGTERM too must bring the control plane down (the finally below).
@@ -127,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
                 far_window=far,
                 profile=args.profile,
                 memtrace=args.memtrace,
+                fanout=not args.no_fanout,
                 operator_env=tuple(tuple(pair.split("=", 1)) for pair in args.operator_env),
             )
             timings = prepare(harness, plan, existing)

@@ -180,7 +180,7 @@ def request_breakdown(results: dict[str, Any], size: int) -> str:
             small.update(change["requests"])
         fan: Counter[str] = Counter()
         for run in runs:
-            fan.update(run["fanout"]["requests"])
+            fan.update(run.get("fanout", {}).get("requests", {}))
         per_change = ", ".join(f"{k} {v / len(changes):.1f}" for k, v in sorted(small.items()))
         per_fan = ", ".join(f"{k} {v / len(runs):.0f}" for k, v in sorted(fan.items()))
         lines.append(
@@ -316,7 +316,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
 def markdown(results: dict[str, Any], image: str) -> str:
     parts = [
-        f"Command: `{results['command']}` — started {results['started']}, "
+        f"Command(s): `{results['command']}` — started {results['started']}, "
         f"finished {results.get('finished', '(incomplete)')}, "
         f"{results['machine']['cpus']} CPUs, Python {results['machine']['python']}.",
         "",
@@ -343,6 +343,16 @@ def markdown(results: dict[str, Any], image: str) -> str:
             request_breakdown(results, size),
         ]
     return "\n".join(parts)
+
+
+def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several result files as one: the first one's parameters, every run and command."""
+    merged = dict(parts[0])
+    merged["command"] = "`; `".join(part["command"] for part in parts)
+    merged["setup"] = {k: v for part in parts for k, v in part["setup"].items()}
+    merged["runs"] = [run for part in parts for run in part["runs"]]
+    merged["finished"] = parts[-1].get("finished", "(incomplete)")
+    return merged
 
 
 def write(results: dict[str, Any], docs: Path) -> None:

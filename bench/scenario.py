@@ -52,6 +52,7 @@ class Plan:
     profile: bool = False
     memtrace: bool = False
     operator_env: tuple[tuple[str, str], ...] = ()
+    fanout: bool = True
 
 
 @dataclass
@@ -208,10 +209,11 @@ def run_once(harness: Harness, plan: Plan, operator: str, run: int) -> dict[str,
             _small_change(harness, plan, operator, run, k) for k in range(plan.changes)
         ]
         result["churn"] = _churn(harness, plan, process, run)
-        window = _next_window(plan) if operator == RESTARTER else None
-        result["fanout"] = _fanout(harness, plan, operator, process, window)
-        if window is not None:
-            result["window"] = _window(harness, plan, window)
+        if plan.fanout:
+            window = _next_window(plan) if operator == RESTARTER else None
+            result["fanout"] = _fanout(harness, plan, operator, process, window)
+            if window is not None:
+                result["window"] = _window(harness, plan, window)
         result["usage_end"] = vars(process.usage())
         if plan.memtrace:
             process.dump_allocations()
