@@ -29,10 +29,7 @@ class AuditLog:
         A watch counts once, when its response starts; everything else when it completes.
         """
         counts: Counter[str] = Counter()
-        with self.path.open("rb") as log:
-            log.seek(start)
-            data = log.read() if end is None else log.read(end - start)
-        for line in data.splitlines():
+        for line in self._since(start, end).splitlines():
             if not line.strip():
                 continue
             try:
@@ -51,6 +48,19 @@ class AuditLog:
                 resource += "/" + ref["subresource"]
             counts[f"{verb} {resource}"] += 1
         return counts
+
+    def _since(self, start: int, end: int | None) -> bytes:
+        """The log's bytes after a bookmark, across one rotation of the file."""
+        data = b""
+        if self.path.stat().st_size < start:  # rotated since the bookmark
+            rotated = sorted(self.path.parent.glob(self.path.stem + "-*" + self.path.suffix))
+            if rotated:
+                with rotated[-1].open("rb") as old:
+                    old.seek(start)
+                    data, start, end = old.read(), 0, None
+        with self.path.open("rb") as log:
+            log.seek(start)
+            return data + (log.read() if end is None else log.read(end - start))
 
     def wait_quiet(self, start: int, quiet: float = 2.0, timeout: float = 120.0) -> Counter[str]:
         """Operator requests since ``start``, once none was added for ``quiet`` seconds."""

@@ -45,7 +45,8 @@ class AuditedCluster(Cluster):
             *super()._apiserver_args(bins, certs),
             f"--audit-policy-file={policy}",
             f"--audit-log-path={self.audit_log}",
-            "--audit-log-maxsize=0",
+            # 0 would mean lumberjack's default of 100 MB, then a rotation mid-measurement.
+            "--audit-log-maxsize=100000",
             "--audit-log-format=json",
         ]
 
