@@ -199,10 +199,11 @@ def targets(results: dict[str, Any]) -> str:
         return median([_safe(extract, r) for r in _select(results, size, "restarter")])
 
     all_sizes = sizes(results)
+    measured = [size for size in all_sizes if _select(results, size, "restarter")]
     if 1000 in all_sizes:
         p99 = restarter_median(1000, lambda r: r["fanout"]["p99"])
         lines.append(_verdict("detection p99 < 2 s at 1 000 dependents", p99, 2.0, "s"))
-    for size in all_sizes:
+    for size in measured:
         p99 = restarter_median(size, lambda r: r["window"]["p99"])
         lines.append(
             _verdict(
@@ -212,7 +213,7 @@ def targets(results: dict[str, Any]) -> str:
                 "s",
             )
         )
-    biggest = max(all_sizes) if all_sizes else 0
+    biggest = max(measured) if measured else 0
     rss = restarter_median(biggest, lambda r: r["usage_end"]["peak_rss_mb"])
     noise = results["parameters"].get("noise")
     secrets = results["parameters"].get("secrets")
@@ -229,7 +230,7 @@ def targets(results: dict[str, Any]) -> str:
         size: restarter_median(
             size, lambda r: _mean([_total(c["requests"]) / c["dependents"] for c in _changes(r)])
         )
-        for size in all_sizes
+        for size in measured
     }
     shown = ", ".join(f"N = {s}: {_number(v)}" for s, v in per_change.items())
     flat = max(per_change.values()) <= 1.5 * min(per_change.values()) if per_change else False
