@@ -7,8 +7,8 @@ cd "$ROOT"
 "$ROOT/hack/setup.sh"
 
 echo "== ruff"
-.venv/bin/ruff check src tests
-.venv/bin/ruff format --check src tests
+.venv/bin/ruff check src tests bench
+.venv/bin/ruff format --check src tests bench
 echo "== mypy"
 .venv/bin/mypy
 echo "== pytest"

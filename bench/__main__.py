@@ -1,0 +1,173 @@
+"""``bench/run``: start a local control plane, benchmark both operators, write the report."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import os
+import shlex
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import report
+from bench.audit import AuditLog
+from bench.control_plane import AuditedCluster, api_client
+from bench.loading import Objects
+from bench.metrics import ApiserverMetrics
+from bench.scenario import NAIVE, RESTARTER, Harness, Plan, prepare, run_once
+from bench.watching import DeploymentWatcher
+
+log = logging.getLogger("bench")
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def _sizes(text: str) -> list[int]:
+    return sorted({int(part.replace("_", "")) for part in text.split(",") if part.strip()})
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench/run", description=__doc__)
+    parser.add_argument(
+        "--sizes", type=_sizes, default=[100, 1000], help="Deployments, e.g. 100,1000,5000"
+    )
+    parser.add_argument("--secrets", type=int, default=2000, help="labelled Secrets (M)")
+    parser.add_argument("--noise", type=int, default=20000, help="unlabelled Secrets")
+    parser.add_argument("--noise-configmaps", type=int, default=5000, help="ConfigMaps")
+    parser.add_argument("--runs", type=int, default=3, help="runs per size and operator")
+    parser.add_argument(
+        "--runs-above",
+        default="",
+        metavar="SIZE:RUNS",
+        help="fewer runs for big sizes, e.g. 1000:1 runs sizes above 1000 once",
+    )
+    parser.add_argument("--changes", type=int, default=10, help="single-Secret changes per run")
+    parser.add_argument("--churn", type=int, default=20, help="unlabelled Secret updates per run")
+    parser.add_argument("--timer-interval", type=float, default=5.0, help="restarter's timer")
+    parser.add_argument("--operators", default=f"{RESTARTER},{NAIVE}")
+    parser.add_argument("--output", type=Path, default=DOCS / "benchmarks.json", help="raw results")
+    parser.add_argument("--docs", type=Path, default=DOCS, help="where the table and plot go")
+    parser.add_argument(
+        "--workdir", type=Path, help="cluster and operator logs (default: a temp dir)"
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="py-spy each operator (speedscope files in workdir)"
+    )
+    parser.add_argument(
+        "--operator-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra environment for the operators, e.g. MALLOC_ARENA_MAX=2 (repeatable)",
+    )
+    parser.add_argument(
+        "--no-fanout",
+        action="store_true",
+        help="skip the fan-out and the window (start-up, single changes and churn only)",
+    )
+    parser.add_argument(
+        "--memtrace",
+        action="store_true",
+        help="tracemalloc in each operator; live allocations written at the end of a run",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["report"]:
+        paths = [Path(p) for p in argv[1:]] or [DOCS / "benchmarks.json"]
+        report.write(report.merge([json.loads(p.read_text()) for p in paths]), DOCS)
+        return 0
+    args = parse(argv)
+    # SIGTERM too must bring the control plane down (the finally below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="restarter-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    far = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=12)).strftime("%H.%M")
+    results: dict[str, Any] = {
+        "command": "bench/run " + shlex.join(argv),
+        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "parameters": {k: str(v) for k, v in vars(args).items()},
+        "setup": {},
+        "runs": [],
+    }
+    operators = [name.strip() for name in args.operators.split(",") if name.strip()]
+    cluster = AuditedCluster(directory=workdir / "cluster", nodes=2)
+    started = time.monotonic()
+    cluster.up()
+    log.info(f"control plane up in {time.monotonic() - started:.1f}s in {workdir}")
+    try:
+        client = api_client(cluster)
+        objects = Objects(client, cluster)
+        objects.ensure_namespace()
+        watcher = DeploymentWatcher(client).start()
+        harness = Harness(
+            cluster,
+            objects,
+            watcher,
+            AuditLog(cluster.audit_log),
+            ApiserverMetrics(cluster),
+            workdir,
+        )
+        existing = 0
+        for size in args.sizes:
+            plan = Plan(
+                deployments=size,
+                labelled=args.secrets,
+                noise_secrets=args.noise,
+                noise_configmaps=args.noise_configmaps,
+                changes=args.changes,
+                churn=args.churn,
+                timer_interval=args.timer_interval,
+                far_window=far,
+                profile=args.profile,
+                memtrace=args.memtrace,
+                fanout=not args.no_fanout,
+                operator_env=tuple(tuple(pair.split("=", 1)) for pair in args.operator_env),
+            )
+            timings = prepare(harness, plan, existing)
+            existing = size
+            results["setup"][str(size)] = timings
+            log.info(
+                f"N={size}: prepared " + ", ".join(f"{k} {v:.0f}s" for k, v in timings.items())
+            )
+            for run in range(_runs(args, size)):
+                # Alternate the order so that drift on a shared machine hits both alike.
+                order = operators if run % 2 == 0 else operators[::-1]
+                for operator in order:
+                    result = run_once(harness, plan, operator, run)
+                    results["runs"].append(result)
+                    log.info(report.one_line(result))
+                    _save(results, args.output)
+        watcher.stop()
+    finally:
+        cluster.down()
+    results["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    _save(results, args.output)
+    report.write(results, args.docs)
+    log.info(f"wrote {args.output} and {args.docs / 'benchmarks.md'}; logs in {workdir}")
+    return 0
+
+
+def _runs(args: argparse.Namespace, size: int) -> int:
+    if not args.runs_above:
+        return int(args.runs)
+    above, runs = (int(part) for part in args.runs_above.split(":"))
+    return runs if size > above else int(args.runs)
+
+
+def _save(results: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=1, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""Creating and changing objects in bulk through a thread pool (the apiserver is the limit)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import kubernetes
+from kubernetes.client.exceptions import ApiException
+
+from bench.workload import NAMESPACE
+from restarter_cluster.cluster import Cluster
+
+MERGE_PATCH = "application/merge-patch+json"
+THREADS = 12
+KUBECTL_PROCESSES = 3
+KUBECTL_CHUNK = 1000
+
+
+class Objects:
+    """The harness's writes; responses are not deserialised (that would cost more CPU
+    than the apiserver spends on them)."""
+
+    def __init__(self, client: kubernetes.client.ApiClient, cluster: Cluster) -> None:
+        self.client, self.cluster = client, cluster
+        self.core = kubernetes.client.CoreV1Api(client)
+        self.apps = kubernetes.client.AppsV1Api(client)
+
+    def ensure_namespace(self) -> None:
+        try:
+            self.core.create_namespace({"metadata": {"name": NAMESPACE}})
+        except ApiException as error:
+            if error.status != 409:
+                raise
+
+    def create(self, body: dict[str, Any]) -> bool:
+        """Create one object; False if it already exists."""
+        create = {
+            "Secret": self.core.create_namespaced_secret,
+            "ConfigMap": self.core.create_namespaced_config_map,
+            "Deployment": self.apps.create_namespaced_deployment,
+        }[body["kind"]]
+        try:
+            create(NAMESPACE, body, _preload_content=False)
+        except ApiException as error:
+            if error.status == 409:
+                return False
+            raise
+        return True
+
+    def create_all(self, bodies: Iterable[dict[str, Any]]) -> float:
+        """Create every object (existing ones are left alone); return the seconds it took.
+
+        Through kubectl, a few processes at a time: the Python client spends more CPU
+        per object than the apiserver does, and the machine has two cores.
+        """
+        started = time.monotonic()
+        chunks = list(_chunks(list(bodies), KUBECTL_CHUNK))
+        with ThreadPoolExecutor(KUBECTL_PROCESSES) as pool:
+            for _ in pool.map(self._kubectl_create, chunks):
+                pass
+        return time.monotonic() - started
+
+    def _kubectl_create(self, items: list[dict[str, Any]]) -> None:
+        document = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+        done = self.cluster.kubectl(
+            "create",
+            "-n",
+            NAMESPACE,
+            "-o",
+            "name",
+            "-f",
+            "-",
+            input=document,
+            check=False,
+            timeout=900,
+        )
+        errors = [line for line in done.stderr.splitlines() if "AlreadyExists" not in line]
+        if done.returncode != 0 and errors:
+            raise RuntimeError(f"kubectl create failed: {done.stderr[-2000:]}")
+
+    def patch_secret(self, name: str, patch: dict[str, Any]) -> str:
+        """Merge-patch a Secret; return its new resourceVersion."""
+        response = self.core.patch_namespaced_secret(
+            name, NAMESPACE, patch, _content_type=MERGE_PATCH, _preload_content=False
+        )
+        return str(json.loads(response.data)["metadata"]["resourceVersion"])
+
+    def patch_deployment(self, name: str, patch: dict[str, Any]) -> None:
+        self.apps.patch_namespaced_deployment(
+            name, NAMESPACE, patch, _content_type=MERGE_PATCH, _preload_content=False
+        )
+
+    def deployments(self) -> list[dict[str, Any]]:
+        """Every Deployment of the namespace as plain dicts (paged)."""
+        items: list[dict[str, Any]] = []
+        token = None
+        while True:
+            response = self.apps.list_namespaced_deployment(
+                NAMESPACE, limit=1000, _continue=token, _preload_content=False
+            )
+            page = json.loads(response.data)
+            items.extend(page["items"])
+            token = page["metadata"].get("continue")
+            if not token:
+                return items
+
+    def count(self, kind: str, label_selector: str) -> int:
+        lister = {
+            "Secret": self.core.list_namespaced_secret,
+            "ConfigMap": self.core.list_namespaced_config_map,
+            "Deployment": self.apps.list_namespaced_deployment,
+        }[kind]
+        total, token = 0, None
+        while True:
+            response = lister(
+                NAMESPACE,
+                label_selector=label_selector,
+                limit=5000,
+                _continue=token,
+                _preload_content=False,
+            )
+            page = json.loads(response.data)
+            total += len(page["items"])
+            token = page["metadata"].get("continue")
+            if not token:
+                return total
+
+
+def _chunks(items: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def concurrently(call: Callable[[Any], object], items: Iterable[Any]) -> float:
+    """Run ``call`` on every item in the pool; return the seconds it took."""
+    started = time.monotonic()
+    with ThreadPoolExecutor(THREADS) as pool:
+        for _ in pool.map(call, items, chunksize=16):
+            pass
+    return time.monotonic() - started

@@ -1,0 +1,125 @@
+"""An operator under test as a subprocess, with its memory and CPU read from /proc."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from restarter_cluster.cluster import Cluster
+
+REPO = Path(__file__).resolve().parents[1]
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Usage:
+    cpu_seconds: float
+    """User plus system CPU time since the process started."""
+    rss_mb: float
+    peak_rss_mb: float
+    """VmHWM: the resident set's high-water mark."""
+
+
+class OperatorProcess:
+    """``python -m <module> --namespace NS ...`` with the cluster's admin kubeconfig."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        module: str,
+        args: list[str],
+        log_path: Path,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.cluster, self.module, self.args, self.log_path = cluster, module, args, log_path
+        self.env = env or {}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.profiler: subprocess.Popen[bytes] | None = None
+        self.started_at = 0.0
+
+    def start(self, timeout: float = 60) -> OperatorProcess:
+        environment = {**os.environ, **self.cluster.env(), **self.env}
+        self.started_at = time.time()
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", self.module, *self.args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=environment,
+                cwd=REPO,
+            )
+        deadline = time.monotonic() + timeout
+        while "Initial authentication has finished" not in self.log():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"{self.module} did not start:\n{self.log()[-3000:]}")
+            time.sleep(0.1)
+        return self
+
+    def profile(self, output: Path) -> None:
+        """Sample the running operator with py-spy (all threads, idle ones left out)."""
+        py_spy = Path(sys.executable).parent / "py-spy"
+        self.profiler = subprocess.Popen(
+            [
+                str(py_spy),
+                "record",
+                "--pid",
+                str(self.pid),
+                "--rate",
+                "50",
+                "--nonblocking",
+                "--format",
+                "speedscope",
+                "--output",
+                str(output),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def usage(self) -> Usage:
+        status = Path(f"/proc/{self.pid}/status").read_text()
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        stat = Path(f"/proc/{self.pid}/stat").read_text()
+        # Fields after the command name (which may hold spaces) start at field 3.
+        after = stat[stat.rindex(")") + 2 :].split()
+        utime, stime = int(after[11]), int(after[12])
+        return Usage(
+            cpu_seconds=(utime + stime) / CLOCK_TICKS,
+            rss_mb=int(fields["VmRSS"].split()[0]) / 1024,
+            peak_rss_mb=int(fields["VmHWM"].split()[0]) / 1024,
+        )
+
+    def dump_allocations(self) -> None:
+        """Ask bench/memtrace (when loaded) to write the live allocations; give it time."""
+        os.kill(self.pid, signal.SIGUSR1)
+        time.sleep(20)
+
+    def stop(self) -> None:
+        if self.profiler is not None:
+            self.profiler.send_signal(signal.SIGINT)
+            self.profiler.wait(60)
+            self.profiler = None
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -1,0 +1,147 @@
+"""A watch on the benchmark's Deployments that timestamps every change of interest.
+
+Latencies are measured here, on the harness's side, for both operators alike: the time a
+change to a Secret was sent, and the time the apiserver delivered the Deployment carrying
+the operator's answer.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import kubernetes
+
+from bench.workload import NAMESPACE
+from restarter import keys
+
+#: Annotation prefixes recorded from each Deployment event.
+RECORDED_PREFIXES = (keys.PENDING_RESTART + "/", "naive.bench/")
+#: Key under which the pod template's restartedAt is recorded.
+RESTARTED_AT = "restartedAt"
+
+Marks = Mapping[str, str]
+Predicate = Callable[[Marks], bool]
+
+
+@dataclass(frozen=True)
+class Sighting:
+    at: float
+    """Wall-clock seconds when the harness received the event."""
+    marks: Marks
+
+
+class DeploymentWatcher:
+    """Runs one watch in a daemon thread; ``wait`` answers "when did each one show X?".
+
+    Only changes of the recorded marks are kept, in arrival order.
+    """
+
+    def __init__(self, client: kubernetes.client.ApiClient) -> None:
+        self._apps = kubernetes.client.AppsV1Api(client)
+        self._last: dict[str, Marks] = {}
+        self._sightings: list[tuple[str, Sighting]] = []
+        self._changed = threading.Condition()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="watcher", daemon=True)
+
+    def start(self) -> DeploymentWatcher:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping = True
+
+    def forget(self) -> None:
+        """Drop the recorded sightings (between runs)."""
+        with self._changed:
+            self._sightings = []
+
+    def wait(
+        self, names: Iterable[str], predicate: Predicate, since: float, timeout: float
+    ) -> dict[str, float]:
+        """For each name, the first time at or after ``since`` its marks satisfied the
+        predicate; names still missing at the timeout are left out."""
+        outstanding = set(names)
+        found: dict[str, float] = {}
+        position = 0
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                sightings = self._sightings
+                for name, sighting in sightings[position:]:
+                    if name in outstanding and sighting.at >= since and predicate(sighting.marks):
+                        found[name] = sighting.at
+                        outstanding.discard(name)
+                position = len(sightings)
+                remaining = deadline - time.monotonic()
+                if not outstanding or remaining <= 0:
+                    return found
+                self._changed.wait(min(remaining, 1.0))
+
+    # -- the watch ----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        resource_version = None
+        while not self._stopping:
+            try:
+                if resource_version is None:
+                    resource_version = self._list()
+                resource_version = self._watch(resource_version)
+            except Exception:  # the watch expired or the connection dropped: re-list
+                resource_version = None
+                time.sleep(0.5)
+
+    def _list(self) -> str:
+        response = self._apps.list_namespaced_deployment(NAMESPACE, _preload_content=False)
+        listing = json.loads(response.data)
+        for item in listing["items"]:
+            self._record(item)
+        return str(listing["metadata"]["resourceVersion"])
+
+    def _watch(self, resource_version: str) -> str:
+        response = self._apps.list_namespaced_deployment(
+            NAMESPACE,
+            watch=True,
+            resource_version=resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=600,
+            _preload_content=False,
+        )
+        buffer = b""
+        try:
+            for chunk in response.stream(65536):
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event["type"] == "ERROR":
+                        raise RuntimeError(event["object"].get("message"))
+                    resource_version = event["object"]["metadata"]["resourceVersion"]
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        self._record(event["object"])
+                if self._stopping:
+                    break
+        finally:
+            response.release_conn()
+        return resource_version
+
+    def _record(self, deployment: dict[str, Any]) -> None:
+        at = time.time()
+        annotations = deployment["metadata"].get("annotations") or {}
+        marks = {k: v for k, v in annotations.items() if k.startswith(RECORDED_PREFIXES)}
+        template = deployment["spec"]["template"]["metadata"].get("annotations") or {}
+        if keys.RESTARTED_AT in template:
+            marks[RESTARTED_AT] = template[keys.RESTARTED_AT]
+        name = deployment["metadata"]["name"]
+        with self._changed:
+            if self._last.get(name) != marks:
+                self._last[name] = marks
+                self._sightings.append((name, Sighting(at, marks)))
+                self._changed.notify_all()

@@ -1,0 +1,118 @@
+"""The objects a benchmark creates: pure builders, no API calls."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from typing import Any
+
+from restarter import keys
+from restarter.checksums import checksum
+
+NAMESPACE = "bench"
+#: Every Deployment mounts this labelled Secret: changing it fans out to all of them.
+SHARED_SECRET = "shared"
+#: A labelled Secret used by one Deployment only, to tell when an operator is ready.
+PROBE_SECRET = "probe"
+PROBE_DEPLOYMENT = "probe"
+#: Bytes of payload in every noise Secret (Helm release Secrets are far bigger).
+NOISE_BYTES = 1024
+
+
+def _encode(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def secret_data(name: str, version: int) -> dict[str, str]:
+    """Secret ``data`` that differs for every version."""
+    return {"value": _encode(f"{name}-v{version}")}
+
+
+def labelled_secret(name: str, window: str, version: int = 0) -> dict[str, Any]:
+    """A labelled Secret, already carrying restarter's checksum (as if seen before)."""
+    data = secret_data(name, version)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": name,
+            "labels": {keys.RESTART_AT_LABEL: window},
+            "annotations": {keys.CHECKSUM: checksum(data)},
+        },
+        "data": data,
+    }
+
+
+def labelled_name(index: int) -> str:
+    return f"lab-{index:05d}"
+
+
+def noise_secret(index: int) -> dict[str, Any]:
+    """An unlabelled Secret with about NOISE_BYTES of payload."""
+    seed = hashlib.sha256(str(index).encode()).hexdigest()
+    payload = (seed * (NOISE_BYTES // len(seed) + 1))[:NOISE_BYTES]
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": f"noise-{index:06d}", "labels": {"bench": "noise"}},
+        "data": {"payload": _encode(payload)},
+    }
+
+
+def noise_configmap(index: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"noise-{index:06d}", "labels": {"bench": "noise"}},
+        "data": {"setting": f"value-{index}" * 16},
+    }
+
+
+def deployment_name(index: int) -> str:
+    return f"dep-{index:05d}"
+
+
+def deployment(name: str, secrets: list[str]) -> dict[str, Any]:
+    """A Deployment with zero replicas whose container reads ``secrets`` (envFrom first,
+    a volume for the rest)."""
+    env_from, *mounted = secrets
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": {"bench": "workload"}},
+        "spec": {
+            "replicas": 0,
+            "revisionHistoryLimit": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "app",
+                            "image": "registry.example/app:1",
+                            "envFrom": [{"secretRef": {"name": env_from}}],
+                            "volumeMounts": [
+                                {"name": f"s{i}", "mountPath": f"/etc/s{i}"}
+                                for i in range(len(mounted))
+                            ],
+                        }
+                    ],
+                    "volumes": [
+                        {"name": f"s{i}", "secret": {"secretName": secret}}
+                        for i, secret in enumerate(mounted)
+                    ],
+                },
+            },
+        },
+    }
+
+
+def workload_deployment(index: int, labelled: int) -> dict[str, Any]:
+    """Deployment ``index`` reads labelled Secret ``index mod labelled`` and the shared one."""
+    return deployment(deployment_name(index), [labelled_name(index % labelled), SHARED_SECRET])
+
+
+def dependents_of(labelled_index: int, deployments: int, labelled: int) -> list[str]:
+    """Names of the workload Deployments that read labelled Secret ``labelled_index``."""
+    return [deployment_name(i) for i in range(labelled_index, deployments, labelled)]
