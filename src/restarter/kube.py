@@ -12,6 +12,8 @@ import kubernetes
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from restarter.references import CLIENT_STEMS
+
 MERGE_PATCH = "application/merge-patch+json"
 RETRIABLE = frozenset({429, 500, 502, 503, 504})
 ATTEMPTS = 4
@@ -20,13 +22,6 @@ REQUEST_TIMEOUT = (5, 30)
 #: HTTP connections kept open: one per kopf worker thread (main.py, max_workers) and the
 #: stamping pool, so parallel requests reuse connections instead of new TLS handshakes.
 POOL_SIZE = 16
-
-#: The AppsV1Api method stem of each workload resource.
-_SINGULAR = {
-    "deployments": "deployment",
-    "statefulsets": "stateful_set",
-    "daemonsets": "daemon_set",
-}
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -95,12 +90,12 @@ class Api:
         self, plural: str, namespace: str, name: str, patch: dict[str, Any]
     ) -> dict[str, Any] | None:
         """Patch a Deployment, StatefulSet or DaemonSet (by resource plural)."""
-        method = getattr(self._apps, f"patch_namespaced_{_SINGULAR[plural]}")
+        method = getattr(self._apps, f"patch_namespaced_{CLIENT_STEMS[plural]}")
         return self._patch(method, namespace, name, patch)
 
     def read_workload(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         """A Deployment, StatefulSet or DaemonSet as it is now, or None if it is gone."""
-        method = getattr(self._apps, f"read_namespaced_{_SINGULAR[plural]}")
+        method = getattr(self._apps, f"read_namespaced_{CLIENT_STEMS[plural]}")
         try:
             found = retrying(
                 lambda: method(
@@ -114,7 +109,7 @@ class Api:
         return self._plain(found)
 
     def _list_workloads(self, plural: str, namespaces: tuple[str, ...]) -> list[Any]:
-        singular = _SINGULAR[plural]
+        singular = CLIENT_STEMS[plural]
         if namespaces:
             method = getattr(self._apps, f"list_namespaced_{singular}")
             return [

@@ -61,6 +61,13 @@ WORKLOAD_KINDS = {
     "daemonsets": "DaemonSet",
 }
 
+#: The stem of each workload's AppsV1Api methods (``patch_namespaced_<stem>``).
+CLIENT_STEMS = {
+    "deployments": "deployment",
+    "statefulsets": "stateful_set",
+    "daemonsets": "daemon_set",
+}
+
 
 def _declared(text: str | None) -> list[str]:
     return [name.strip() for name in (text or "").split(",") if name.strip()]

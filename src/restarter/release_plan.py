@@ -13,15 +13,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from restarter.references import CLIENT_STEMS
+from restarter.references import WORKLOAD_KINDS as RESTARTED_KINDS
 from restarter.schedule import ScheduleError, parse_length
 
 COMMAND = "release-finalizers"
 
 #: apps/v1 workload kinds a pending timer may hold: (name printed, kubernetes client suffix).
-WORKLOAD_KINDS = (
-    ("deployment", "deployment"),
-    ("statefulset", "stateful_set"),
-    ("daemonset", "daemon_set"),
+WORKLOAD_KINDS = tuple(
+    (kind.lower(), CLIENT_STEMS[plural]) for plural, kind in RESTARTED_KINDS.items()
 )
 
 
