@@ -16,6 +16,7 @@ whatever happens to the source or the operator's defaults afterwards.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -56,6 +57,21 @@ def _daily_starts(label: str) -> tuple[str, ...]:
     return tuple(sorted(set(parts)))
 
 
+@functools.lru_cache(maxsize=1024)
+def _build_window(at: str, timezone: str, length: dt.timedelta, cron: str | None) -> Window:
+    """The window for a request's fields. Windows are immutable, and every timer tick of
+    every pending workload asks again for the same few, so each is built (and a cron
+    expression parsed and checked) once; errors are raised each time, never cached."""
+    if at == NOW:
+        return Immediately()
+    zone = parse_zone(timezone)
+    if at == CRON:
+        return CronWindow.parse(cron or "", length, zone)
+    starts = _daily_starts(at)
+    dailies = tuple(DailyWindow.parse(start, length, zone) for start in starts)
+    return dailies[0] if len(dailies) == 1 else AnyWindow(dailies)
+
+
 @dataclass(frozen=True)
 class WindowRequest:
     """A source's window, resolved against the operator's defaults and validated."""
@@ -68,14 +84,7 @@ class WindowRequest:
     cron: str | None = None
 
     def window(self) -> Window:
-        if self.at == NOW:
-            return Immediately()
-        zone = parse_zone(self.timezone)
-        if self.at == CRON:
-            return CronWindow.parse(self.cron or "", self.length, zone)
-        starts = _daily_starts(self.at)
-        dailies = tuple(DailyWindow.parse(start, self.length, zone) for start in starts)
-        return dailies[0] if len(dailies) == 1 else AnyWindow(dailies)
+        return _build_window(self.at, self.timezone, self.length, self.cron)
 
     def describe(self) -> str:
         """How Events, logs and ``plan`` name the window."""
