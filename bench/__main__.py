@@ -1,9 +1,14 @@
-"""``bench/run``: start a local control plane, benchmark both operators, write the report."""
+"""``bench/run``: start a local control plane, benchmark the operators, write the report.
+
+restarter, the naive kopf baseline (bench/naive.py) and, when its binary is there,
+stakater/Reloader, each in the same phases of the same run.
+"""
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import json
 import logging
 import os
@@ -20,11 +25,32 @@ from bench.audit import AuditLog
 from bench.control_plane import AuditedCluster, api_client
 from bench.loading import Objects
 from bench.metrics import ApiserverMetrics
-from bench.scenario import NAIVE, RESTARTER, Harness, Plan, prepare, run_once
+from bench.scenario import (
+    NAIVE,
+    OPERATORS,
+    RELOADER,
+    RELOADER_FLAGS,
+    RESTARTER,
+    Harness,
+    Plan,
+    prepare,
+    run_once,
+)
 from bench.watching import DeploymentWatcher
 
 log = logging.getLogger("bench")
 DOCS = Path(__file__).resolve().parents[1] / "docs"
+RELOADER_BINARY = Path("~/.cache/restarter/peers/reloader").expanduser()
+OPENSHIFT_API = "github.com/openshift/api@v0.0.0-20260420151639-34e60874783e"
+RELOADER_BUILD = (
+    "Reloader is not built at {binary}. Build it (about 3 min, see "
+    "/work/shared/peers/README.md):\n"
+    "    tar -xzf /work/shared/peers/reloader-1.4.14-src.tar.gz -C /tmp\n"
+    "    cd /tmp/reloader-1.4.14\n"
+    f"    go mod edit -replace github.com/openshift/api={OPENSHIFT_API}\n"
+    '    go build -mod=mod -o "$HOME/.cache/restarter/peers/reloader" .\n'
+    "or leave it out: --operators restarter,naive"
+)
 
 
 def _sizes(text: str) -> list[int]:
@@ -49,7 +75,17 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--changes", type=int, default=10, help="single-Secret changes per run")
     parser.add_argument("--churn", type=int, default=20, help="unlabelled Secret updates per run")
     parser.add_argument("--timer-interval", type=float, default=5.0, help="restarter's timer")
-    parser.add_argument("--operators", default=f"{RESTARTER},{NAIVE}")
+    parser.add_argument(
+        "--operators",
+        help=f"comma-separated, of {', '.join(OPERATORS)} (default: {RESTARTER},{NAIVE}, "
+        f"plus {RELOADER} when --reloader-binary exists)",
+    )
+    parser.add_argument(
+        "--reloader-binary",
+        type=lambda text: Path(text).expanduser(),
+        default=RELOADER_BINARY,
+        help="stakater/Reloader 1.4.14 built from source (default: %(default)s)",
+    )
     parser.add_argument("--output", type=Path, default=DOCS / "benchmarks.json", help="raw results")
     parser.add_argument("--docs", type=Path, default=DOCS, help="where the table and plot go")
     parser.add_argument(
@@ -85,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         report.write(report.merge([json.loads(p.read_text()) for p in paths]), DOCS)
         return 0
     args = parse(argv)
+    operators = _operators(args)
     # SIGTERM too must bring the control plane down (the finally below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
@@ -95,11 +132,17 @@ def main(argv: list[str] | None = None) -> int:
         "command": "bench/run " + shlex.join(argv),
         "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
-        "parameters": {k: str(v) for k, v in vars(args).items()},
+        "parameters": {k: str(v) for k, v in vars(args).items()}
+        | {"operators": ",".join(operators)},
         "setup": {},
         "runs": [],
     }
-    operators = [name.strip() for name in args.operators.split(",") if name.strip()]
+    if RELOADER in operators:
+        results["reloader"] = {
+            "binary": str(args.reloader_binary),
+            "sha256": _sha256(args.reloader_binary),
+            "flags": list(RELOADER_FLAGS),
+        }
     cluster = AuditedCluster(directory=workdir / "cluster", nodes=2)
     started = time.monotonic()
     cluster.up()
@@ -132,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                 memtrace=args.memtrace,
                 fanout=not args.no_fanout,
                 operator_env=tuple(tuple(pair.split("=", 1)) for pair in args.operator_env),
+                reloader_binary=args.reloader_binary if RELOADER in operators else None,
             )
             timings = prepare(harness, plan, existing)
             existing = size
@@ -155,6 +199,28 @@ def main(argv: list[str] | None = None) -> int:
     report.write(results, args.docs)
     log.info(f"wrote {args.output} and {args.docs / 'benchmarks.md'}; logs in {workdir}")
     return 0
+
+
+def _operators(args: argparse.Namespace) -> list[str]:
+    """The operators to run; exits with a message when one is unknown or not built."""
+    if args.operators is None:
+        found = os.access(args.reloader_binary, os.X_OK)
+        return [RESTARTER, NAIVE, *([RELOADER] if found else [])]
+    operators = [name.strip() for name in args.operators.split(",") if name.strip()]
+    unknown = [name for name in operators if name not in OPERATORS]
+    if unknown or not operators:
+        sys.exit(f"bench/run: unknown operator(s) {unknown}; known: {', '.join(OPERATORS)}")
+    if RELOADER in operators and not os.access(args.reloader_binary, os.X_OK):
+        sys.exit(RELOADER_BUILD.format(binary=args.reloader_binary))
+    return operators
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as binary:
+        for block in iter(lambda: binary.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _runs(args: argparse.Namespace, size: int) -> int:

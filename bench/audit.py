@@ -2,7 +2,10 @@
 
 Only one operator runs at a time, and it is the only client whose user agent starts with
 ``kopf/`` (its watches and Event posts) or ``OpenAPI-Generator/`` (the kubernetes client
-it patches and lists with); controllers and the harness have agents of their own.
+it patches and lists with), both for restarter and the naive baseline, or ``reloader/``
+for Reloader (client-go's default agent, named after the binary:
+``reloader/v0.0.0 (linux/amd64) kubernetes/$Format`` when built with plain ``go build``);
+controllers and the harness have agents of their own.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-OPERATOR_AGENTS = ("kopf/", "OpenAPI-Generator/")
+OPERATOR_AGENTS = ("kopf/", "OpenAPI-Generator/", "reloader/")
 
 
 class AuditLog:

@@ -14,6 +14,8 @@ from restarter_cluster.cluster import Cluster
 
 REPO = Path(__file__).resolve().parents[1]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+#: kopf logs this once it has logged in: the operator is running (not yet ready).
+KOPF_STARTED = "Initial authentication has finished"
 
 
 @dataclass(frozen=True)
@@ -26,43 +28,66 @@ class Usage:
 
 
 class OperatorProcess:
-    """``python -m <module> --namespace NS ...`` with the cluster's admin kubeconfig."""
+    """An operator's command line (``python -m <module> ...`` or a binary) run with the
+    cluster's admin kubeconfig; it counts as started once ``started_line`` is in its log."""
 
     def __init__(
         self,
+        cluster: Cluster,
+        command: list[str],
+        log_path: Path,
+        env: dict[str, str] | None = None,
+        started_line: str = KOPF_STARTED,
+        python: bool = True,
+    ) -> None:
+        self.cluster, self.command, self.log_path = cluster, command, log_path
+        self.env = env or {}
+        self.started_line = started_line
+        self.python = python
+        """A Python process: py-spy and bench/memtrace apply to it."""
+        self.process: subprocess.Popen[bytes] | None = None
+        self.profiler: subprocess.Popen[bytes] | None = None
+        self.started_at = 0.0
+
+    @classmethod
+    def module(
+        cls,
         cluster: Cluster,
         module: str,
         args: list[str],
         log_path: Path,
         env: dict[str, str] | None = None,
-    ) -> None:
-        self.cluster, self.module, self.args, self.log_path = cluster, module, args, log_path
-        self.env = env or {}
-        self.process: subprocess.Popen[bytes] | None = None
-        self.profiler: subprocess.Popen[bytes] | None = None
-        self.started_at = 0.0
+    ) -> OperatorProcess:
+        """``python -m <module> *args`` (a kopf operator)."""
+        return cls(cluster, [sys.executable, "-m", module, *args], log_path, env)
+
+    @property
+    def name(self) -> str:
+        return self.command[2] if self.python else Path(self.command[0]).name
 
     def start(self, timeout: float = 60) -> OperatorProcess:
         environment = {**os.environ, **self.cluster.env(), **self.env}
         self.started_at = time.time()
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", self.module, *self.args],
+                self.command,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=environment,
                 cwd=REPO,
             )
         deadline = time.monotonic() + timeout
-        while "Initial authentication has finished" not in self.log():
+        while self.started_line not in self.log():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"{self.module} did not start:\n{self.log()[-3000:]}")
+                raise RuntimeError(f"{self.name} did not start:\n{self.log()[-3000:]}")
             time.sleep(0.1)
         return self
 
     def profile(self, output: Path) -> None:
         """Sample the running operator with py-spy (all threads, idle ones left out)."""
+        if not self.python:
+            return
         py_spy = Path(sys.executable).parent / "py-spy"
         self.profiler = subprocess.Popen(
             [
@@ -87,7 +112,12 @@ class OperatorProcess:
         assert self.process is not None
         return self.process.pid
 
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
     def usage(self) -> Usage:
+        if not self.alive():
+            raise RuntimeError(f"{self.name} exited:\n{self.log()[-3000:]}")
         status = Path(f"/proc/{self.pid}/status").read_text()
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         stat = Path(f"/proc/{self.pid}/stat").read_text()
@@ -102,6 +132,8 @@ class OperatorProcess:
 
     def dump_allocations(self) -> None:
         """Ask bench/memtrace (when loaded) to write the live allocations; give it time."""
+        if not self.python:
+            return
         os.kill(self.pid, signal.SIGUSR1)
         time.sleep(20)
 

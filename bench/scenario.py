@@ -2,14 +2,17 @@
 
 Phases, in order: start-up until a probe change is handled; single-Secret changes with a
 few dependents each; unrelated (unlabelled) Secret churn; one change that every
-Deployment depends on; and, for restarter, the window in which all of them restart.
+Deployment depends on; and, for restarter, the window in which all of them restart (the
+naive baseline and Reloader restart at once: they have no windows).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import math
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,8 +25,14 @@ from bench.loading import Objects, concurrently
 from bench.metrics import ApiserverMetrics
 from bench.processes import OperatorProcess
 from bench.stats import percentile
-from bench.watching import RESTARTED_AT, DeploymentWatcher, Marks
-from bench.workload import NAMESPACE, PROBE_DEPLOYMENT, PROBE_SECRET, SHARED_SECRET
+from bench.watching import RELOADED_FROM, RESTARTED_AT, DeploymentWatcher, Marks
+from bench.workload import (
+    NAMESPACE,
+    PROBE_DEPLOYMENT,
+    PROBE_SECRET,
+    RELOADER_AUTO,
+    SHARED_SECRET,
+)
 from restarter import keys
 from restarter.checksums import checksum
 from restarter.references import SECRET
@@ -33,6 +42,20 @@ log = logging.getLogger("bench")
 
 RESTARTER = "restarter"
 NAIVE = "naive"
+RELOADER = "reloader"
+OPERATORS = (RESTARTER, NAIVE, RELOADER)
+#: Reloader's command line besides the binary. ``--namespaces``: scoped mode, it lists and
+#: watches Secrets and ConfigMaps of ``bench`` only (like ``--namespace`` for the other two;
+#: ``--namespace-selector`` and ``--namespaces-to-ignore`` apply only when it watches every
+#: namespace). ``--reload-strategy annotations``: a restart is one pod-template annotation
+#: patch, like the others' ``restartedAt`` (the default strategy adds an env var instead).
+RELOADER_FLAGS = ("--namespaces", NAMESPACE, "--reload-strategy", "annotations")
+#: Reloader logs this when it starts its Secret controller (before the initial listing).
+RELOADER_STARTED = "Starting Controller to watch resource type: secrets"
+#: Reloader serves metrics and liveness on this port (fixed in its source, no flag).
+RELOADER_PORT = 9090
+#: restarter's label on workloads with pending marks (newer versions of the operator).
+PENDING_LABEL = f"{keys.PREFIX}/pending"
 #: Stamps are whole epoch seconds: changes are spaced so that two never share one.
 SPACING = 1.1
 #: Seconds an operator gets to handle its first change before the run is given up.
@@ -55,6 +78,19 @@ class Plan:
     memtrace: bool = False
     operator_env: tuple[tuple[str, str], ...] = ()
     fanout: bool = True
+    reloader_binary: Path | None = None
+
+
+@dataclass(frozen=True)
+class Change:
+    """One update of a Secret's data sent by the harness."""
+
+    secret: str
+    sent: float
+    """Wall-clock seconds just before the update was sent."""
+    rv: str
+    """The Secret's resourceVersion after the update."""
+    data: dict[str, str]
 
 
 @dataclass
@@ -67,13 +103,14 @@ class Harness:
     workdir: Path
     versions: dict[str, int] = field(default_factory=dict)
 
-    def change_secret(self, name: str) -> tuple[float, str]:
-        """New data for a Secret; return (wall time sent, new resourceVersion)."""
+    def change_secret(self, name: str) -> Change:
+        """New data for a Secret."""
         version = self.versions.get(name, 0) + 1
         self.versions[name] = version
+        data = workload.secret_data(name, version)
         sent = time.time()
-        rv = self.objects.patch_secret(name, {"data": workload.secret_data(name, version)})
-        return sent, rv
+        rv = self.objects.patch_secret(name, {"data": data})
+        return Change(name, sent, rv, data)
 
 
 # -- preparing the namespace ----------------------------------------------------------------
@@ -125,8 +162,11 @@ def reset(harness: Harness) -> int:
     """Every run starts from the same state; return how many objects needed a patch.
 
     Labelled Secrets get the checksum of their current data, as if restarter had seen
-    every earlier change (the naive runs change them too), and restarter's marks and
-    finalizer leave every Deployment.
+    every earlier change (the naive and Reloader runs change them too), and restarter's
+    marks, pending label and finalizer leave every Deployment. What the naive baseline and
+    Reloader leave behind (an annotation naming a Secret's resourceVersion, a pod-template
+    annotation naming a Secret's hash) is kept: the watcher only counts values that answer
+    a change sent in the current run, and neither operator reads it back.
     """
     objects = harness.objects
     labelled = [name for name in harness.versions if not name.startswith("noise-")]
@@ -137,11 +177,18 @@ def reset(harness: Harness) -> int:
     patches = []
     for deployment in objects.deployments():
         metadata = deployment["metadata"]
-        marks = [k for k in metadata.get("annotations") or {} if k.startswith(prefixes)]
+        annotations = metadata.get("annotations") or {}
+        marks = [k for k in annotations if k.startswith(prefixes)]
         finalizers = metadata.get("finalizers") or []
-        if not marks and keys.FINALIZER not in finalizers:
+        pending = PENDING_LABEL in (metadata.get("labels") or {})
+        has_auto = annotations.get(RELOADER_AUTO) == "true"  # Deployments made before it was added
+        if not marks and keys.FINALIZER not in finalizers and not pending and has_auto:
             continue
         patch: dict[str, Any] = {"metadata": {"annotations": dict.fromkeys(marks)}}
+        if not has_auto:
+            patch["metadata"]["annotations"][RELOADER_AUTO] = "true"
+        if pending:
+            patch["metadata"]["labels"] = {PENDING_LABEL: None}
         if keys.FINALIZER in finalizers:
             patch["metadata"]["finalizers"] = [f for f in finalizers if f != keys.FINALIZER]
         patches.append((metadata["name"], patch))
@@ -156,11 +203,11 @@ def harness_patch(objects: Objects, item: tuple[str, dict[str, Any]]) -> None:
 # -- what "handled" looks like for each operator -----------------------------------------------
 
 
-def stamped_by(operator: str, secret: str, sent: float, rv: str) -> Callable[[Marks], bool]:
-    """Predicate: the Deployment carries the operator's answer to this change of ``secret``."""
+def stamped_by(operator: str, change: Change) -> Callable[[Marks], bool]:
+    """Predicate: the Deployment carries the operator's answer to this change."""
     if operator == RESTARTER:
-        key = keys.pending_key(SECRET, secret)
-        floor = int(sent)
+        key = keys.pending_key(SECRET, change.secret)
+        floor = int(change.sent)
 
         def restarter_stamped(marks: Marks) -> bool:
             value = marks.get(key, "")
@@ -168,8 +215,23 @@ def stamped_by(operator: str, secret: str, sent: float, rv: str) -> Callable[[Ma
 
         return restarter_stamped
 
+    if operator == RELOADER:
+        expected = {"type": "SECRET", "name": change.secret, "namespace": NAMESPACE}
+        digest = workload.reloader_hash(change.data)
+
+        def reloader_stamped(marks: Marks) -> bool:
+            try:
+                source = json.loads(marks.get(RELOADED_FROM, ""))
+            except ValueError:
+                return False
+            if not isinstance(source, dict) or source.get("hash") != digest:
+                return False
+            return all(source.get(k) == v for k, v in expected.items())
+
+        return reloader_stamped
+
     def naive_stamped(marks: Marks) -> bool:
-        return marks.get(f"naive.bench/secret.{secret}") == rv
+        return marks.get(f"naive.bench/secret.{change.secret}") == change.rv
 
     return naive_stamped
 
@@ -238,9 +300,31 @@ def _process(harness: Harness, plan: Plan, operator: str, run: int) -> OperatorP
     log_path = stem.with_suffix(".log")
     if operator == RESTARTER:
         args = ["--namespace", NAMESPACE, "--timer-interval", f"{plan.timer_interval:g}"]
-        return OperatorProcess(harness.cluster, "restarter", args, log_path, env)
+        return OperatorProcess.module(harness.cluster, "restarter", args, log_path, env)
+    if operator == RELOADER:
+        if plan.reloader_binary is None:
+            raise RuntimeError("no Reloader binary given")
+        _check_port_free(RELOADER_PORT)
+        command = [str(plan.reloader_binary), *RELOADER_FLAGS]
+        return OperatorProcess(
+            harness.cluster, command, log_path, env, started_line=RELOADER_STARTED, python=False
+        )
+    if operator != NAIVE:
+        raise ValueError(f"unknown operator {operator!r} (known: {', '.join(OPERATORS)})")
     args = ["--namespace", NAMESPACE]
-    return OperatorProcess(harness.cluster, "bench.naive", args, log_path, env)
+    return OperatorProcess.module(harness.cluster, "bench.naive", args, log_path, env)
+
+
+def _check_port_free(port: int) -> None:
+    """Reloader exits (after starting) when its fixed port is taken: say so before."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("", port))
+        except OSError as error:
+            raise RuntimeError(
+                f"port {port} is in use ({error}); Reloader listens on it and would exit"
+            ) from error
 
 
 def _ready(harness: Harness, process: OperatorProcess, operator: str) -> float:
@@ -251,11 +335,14 @@ def _ready(harness: Harness, process: OperatorProcess, operator: str) -> float:
     handled; an answer to any of those changes counts (handling one may take longer
     than the interval between them).
     """
-    attempts: list[tuple[float, str]] = []
+    attempts: list[Change] = []
     deadline = time.monotonic() + READY_TIMEOUT
     while time.monotonic() < deadline:
+        if not process.alive():
+            log.warning(f"{operator} exited before it was ready")
+            return math.nan
         attempts.append(harness.change_secret(PROBE_SECRET))
-        first_sent = attempts[0][0]
+        first_sent = attempts[0].sent
         seen = harness.watcher.wait([PROBE_DEPLOYMENT], _any_of(operator, attempts), first_sent, 3)
         if seen:
             return seen[PROBE_DEPLOYMENT] - process.started_at
@@ -263,8 +350,8 @@ def _ready(harness: Harness, process: OperatorProcess, operator: str) -> float:
     return math.nan
 
 
-def _any_of(operator: str, attempts: list[tuple[float, str]]) -> Callable[[Marks], bool]:
-    predicates = [stamped_by(operator, PROBE_SECRET, sent, rv) for sent, rv in attempts]
+def _any_of(operator: str, attempts: list[Change]) -> Callable[[Marks], bool]:
+    predicates = [stamped_by(operator, change) for change in attempts]
     return lambda marks: any(predicate(marks) for predicate in predicates)
 
 
@@ -275,13 +362,13 @@ def _small_change(harness: Harness, plan: Plan, operator: str, run: int, k: int)
     dependents = workload.dependents_of(index, plan.deployments, plan.labelled)
     time.sleep(SPACING)
     bookmark, listed = harness.audit.offset(), harness.metrics.listed_bytes("deployments")
-    sent, rv = harness.change_secret(secret)
-    seen = harness.watcher.wait(dependents, stamped_by(operator, secret, sent, rv), sent, 120)
+    change = harness.change_secret(secret)
+    seen = harness.watcher.wait(dependents, stamped_by(operator, change), change.sent, 120)
     requests = harness.audit.wait_quiet(bookmark)
     return {
         "dependents": len(dependents),
         "stamped": len(seen),
-        "latency": max(seen.values()) - sent if seen else math.nan,
+        "latency": max(seen.values()) - change.sent if seen else math.nan,
         "requests": dict(requests),
         "listed_kb": (harness.metrics.listed_bytes("deployments") - listed) / 1024,
     }
@@ -345,11 +432,10 @@ def _fanout(
     time.sleep(SPACING)
     bookmark = harness.audit.offset()
     cpu_before = process.usage().cpu_seconds
-    sent, rv = harness.change_secret(SHARED_SECRET)
+    change = harness.change_secret(SHARED_SECRET)
+    sent = change.sent
     timeout = 120 + 0.5 * plan.deployments
-    seen = harness.watcher.wait(
-        dependents, stamped_by(operator, SHARED_SECRET, sent, rv), sent, timeout
-    )
+    seen = harness.watcher.wait(dependents, stamped_by(operator, change), sent, timeout)
     cpu_stamped = process.usage().cpu_seconds
     requests = harness.audit.wait_quiet(bookmark)
     latencies = [at - sent for at in seen.values()]

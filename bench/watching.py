@@ -1,6 +1,6 @@
 """A watch on the benchmark's Deployments that timestamps every change of interest.
 
-Latencies are measured here, on the harness's side, for both operators alike: the time a
+Latencies are measured here, on the harness's side, for every operator alike: the time a
 change to a Secret was sent, and the time the apiserver delivered the Deployment carrying
 the operator's answer.
 """
@@ -23,6 +23,11 @@ from restarter import keys
 RECORDED_PREFIXES = (keys.PENDING_RESTART + "/", "naive.bench/")
 #: Key under which the pod template's restartedAt is recorded.
 RESTARTED_AT = "restartedAt"
+#: Pod-template annotation Reloader writes with ``--reload-strategy annotations``: JSON
+#: naming the Secret and the hash of the data it acted on (``common.ReloadSource``).
+RELOADER_ANNOTATION = "reloader.stakater.com/last-reloaded-from"
+#: Key under which that annotation is recorded.
+RELOADED_FROM = "lastReloadedFrom"
 
 Marks = Mapping[str, str]
 Predicate = Callable[[Marks], bool]
@@ -139,6 +144,8 @@ class DeploymentWatcher:
         template = deployment["spec"]["template"]["metadata"].get("annotations") or {}
         if keys.RESTARTED_AT in template:
             marks[RESTARTED_AT] = template[keys.RESTARTED_AT]
+        if RELOADER_ANNOTATION in template:
+            marks[RELOADED_FROM] = template[RELOADER_ANNOTATION]
         name = deployment["metadata"]["name"]
         with self._changed:
             if self._last.get(name) != marks:

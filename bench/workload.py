@@ -17,6 +17,9 @@ PROBE_SECRET = "probe"
 PROBE_DEPLOYMENT = "probe"
 #: Bytes of payload in every noise Secret (Helm release Secrets are far bigger).
 NOISE_BYTES = 1024
+#: Deployment annotation that makes Reloader restart it when a Secret or ConfigMap it
+#: reads changes (restarter and the naive baseline ignore it).
+RELOADER_AUTO = "reloader.stakater.com/auto"
 
 
 def _encode(text: str) -> str:
@@ -26,6 +29,13 @@ def _encode(text: str) -> str:
 def secret_data(name: str, version: int) -> dict[str, str]:
     """Secret ``data`` that differs for every version."""
     return {"value": _encode(f"{name}-v{version}")}
+
+
+def reloader_hash(data: dict[str, str]) -> str:
+    """The hash Reloader computes of a Secret's ``data`` (``util.GetSHAfromSecret``: SHA-1
+    of the sorted ``key=value`` pairs, values decoded, joined by ``;``)."""
+    pairs = sorted(f"{k}={base64.b64decode(v).decode()}" for k, v in data.items())
+    return hashlib.sha1(";".join(pairs).encode(), usedforsecurity=False).hexdigest()
 
 
 def labelled_secret(name: str, window: str, version: int = 0) -> dict[str, Any]:
@@ -79,7 +89,11 @@ def deployment(name: str, secrets: list[str]) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": name, "labels": {"bench": "workload"}},
+        "metadata": {
+            "name": name,
+            "labels": {"bench": "workload"},
+            "annotations": {RELOADER_AUTO: "true"},
+        },
         "spec": {
             "replicas": 0,
             "revisionHistoryLimit": 1,
