@@ -49,15 +49,44 @@ def classify(source: Mapping[str, Any], remembered: str | None = None) -> tuple[
 
 
 def stamp_patch(kind: str, name: str, seen: dt.datetime, request: WindowRequest) -> dict[str, Any]:
-    """Merge patch marking a workload as pending for the named source."""
+    """Strategic merge patch marking a workload as pending for the named source.
+
+    The same request sets the pending label (so kopf's label-selected watch sees the
+    workload) and adds our finalizer (``finalizers`` merges as a set under a strategic
+    merge patch): kopf finds it present and sends no finalizer patch of its own.
+    """
     return {
         "metadata": {
+            "labels": {keys.PENDING_LABEL: "true"},
+            "finalizers": [keys.FINALIZER],
             "annotations": {
                 keys.pending_key(kind, name): str(int(seen.timestamp())),
                 keys.window_key(kind, name): request.to_mark(f"{SOURCE_KINDS[kind]}/{name}"),
-            }
+            },
         }
     }
+
+
+def label_repair(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The patch that makes the pending label agree with the marks, or None if it does.
+
+    Marks without the label (written by restarter 0.2 or earlier) are invisible to the
+    label-selected timer: the label is added. A label without marks (marks removed by
+    hand) would keep kopf watching for nothing: it is removed, conditional on the
+    resourceVersion so that a stamp landing meanwhile is not undone.
+    """
+    labelled = keys.PENDING_LABEL in (metadata.get("labels") or {})
+    marked = has_pending(metadata.get("annotations"))
+    if marked and not labelled:
+        return {"metadata": {"labels": {keys.PENDING_LABEL: "true"}}}
+    if labelled and not marked:
+        return {
+            "metadata": {
+                "resourceVersion": metadata.get("resourceVersion"),
+                "labels": {keys.PENDING_LABEL: None},
+            }
+        }
+    return None
 
 
 def checksum_patch(value: str) -> dict[str, Any]:
@@ -175,22 +204,32 @@ def decide_restart(
 
 
 def clear_patch(annotations: Mapping[str, str], metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """Every mark removed, conditional on the resourceVersion: a mark stamped after we
-    read the object makes the patch fail (409) rather than be erased unseen."""
+    """Strategic merge patch: every mark, the pending label and our finalizer removed.
+
+    Conditional on the resourceVersion: a mark stamped after we read the object makes
+    the patch fail (409) rather than be erased unseen. The finalizer goes in the same
+    request because, once the label is gone, kopf's label-selected watch no longer sees
+    the workload and so would never remove it.
+    """
     cleared: dict[str, str | None] = {
         key: None
         for key in annotations
         if key.startswith((keys.PENDING_RESTART + "/", keys.RESTART_AT + "/"))
     }
-    return {
-        "metadata": {"resourceVersion": metadata.get("resourceVersion"), "annotations": cleared}
+    patched: dict[str, Any] = {
+        "resourceVersion": metadata.get("resourceVersion"),
+        "labels": {keys.PENDING_LABEL: None},
+        "annotations": cleared,
     }
+    if keys.FINALIZER in (metadata.get("finalizers") or []):
+        patched["$deleteFromPrimitiveList/finalizers"] = [keys.FINALIZER]
+    return {"metadata": patched}
 
 
 def restart_patch(
     annotations: Mapping[str, str], metadata: Mapping[str, Any], now: dt.datetime
 ) -> dict[str, Any]:
-    """restartedAt on the pod template, restart-ts, every mark removed: one request."""
+    """restartedAt on the pod template, restart-ts, marks, label, finalizer: one request."""
     patch = clear_patch(annotations, metadata)
     patch["metadata"]["annotations"][keys.RESTART_TS] = str(int(now.timestamp()))
     return {

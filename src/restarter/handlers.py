@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from typing import Any
 
@@ -11,34 +12,48 @@ import kubernetes
 from restarter import keys
 from restarter.decisions import has_pending
 from restarter.kube import Api
-from restarter.reconciling import reconcile_source, restart_if_due
-from restarter.references import SOURCE_KINDS, WORKLOAD_KINDS, workload_references
+from restarter.reconciling import reconcile_source, repair_label, restart_if_due
+from restarter.reference_map import ReferenceMap
+from restarter.references import SOURCE_KINDS, WORKLOAD_KINDS
 from restarter.releasing import FinalizerReleaser, ReleaseFailed
 from restarter.settings import Settings
+from restarter.workload_watching import WorkloadWatcher
 
 #: Source kind → the kopf resource plural watched for it.
 SOURCE_RESOURCES = {"secret": "secrets", "configmap": "configmaps"}
 
 
-def index_id(plural: str) -> str:
-    return f"{plural}_references"
+#: Seconds between checks of whether the reference map is in sync, while a change waits.
+SYNC_POLL = 0.1
 
 
 def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
     """Register every handler with the decorator arguments the settings give."""
     registry = kopf.OperatorRegistry()
     seen_checksums: dict[tuple[str, str, str], str] = {}
+    reference_map = ReferenceMap()
+    watcher = WorkloadWatcher(
+        api,
+        reference_map,
+        settings.namespaces,
+        lambda plural, body: repair_label(plural, body, api),
+    )
 
     @kopf.on.login(registry=registry, id="login")
     def login(**kwargs: Any) -> Any:
         """kopf's own connection uses the same credentials as the kubernetes client."""
         return kopf.login_via_client(**kwargs)
 
+    @kopf.on.startup(registry=registry, id="watch_workloads")
+    def watch_workloads(**_: Any) -> None:
+        """Start the list-and-watch streams that keep the reference map."""
+        watcher.start()
+
     for plural in WORKLOAD_KINDS:
         _register_workload(registry, plural, settings, api)
 
     for kind in SOURCE_KINDS:
-        _register_source(registry, kind, settings, api, seen_checksums)
+        _register_source(registry, kind, settings, api, reference_map, watcher, seen_checksums)
 
     @kopf.on.cleanup(registry=registry, id="release_finalizers")
     def release_finalizers(logger: Any, **_: Any) -> None:
@@ -46,6 +61,7 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
 
         Their marks stay; the next start re-adds the finalizer with the timer.
         """
+        watcher.stop()
         apps = kubernetes.client.AppsV1Api(api.client)
         try:
             released = FinalizerReleaser(apps, settings.namespaces, logger.debug).release_all()
@@ -61,15 +77,6 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
 def _register_workload(
     registry: kopf.OperatorRegistry, plural: str, settings: Settings, api: Api
 ) -> None:
-    @kopf.index("apps", "v1", plural, registry=registry, id=index_id(plural))
-    def workload_references_index(
-        namespace: str, name: str, annotations: Any, spec: Any, **_: Any
-    ) -> dict[Any, tuple[str, str]]:
-        """(namespace, source kind, source name) → (plural, name) of workloads using it."""
-        pod_spec = (spec.get("template") or {}).get("spec")
-        found = workload_references(annotations, pod_spec)
-        return {(namespace, ref.kind, ref.name): (plural, name) for ref in found}
-
     @kopf.timer(
         "apps",
         "v1",
@@ -77,6 +84,7 @@ def _register_workload(
         id=f"pending_restart_{plural}",
         registry=registry,
         interval=settings.timer_interval,
+        labels={keys.PENDING_LABEL: kopf.PRESENT},
         when=lambda annotations, **_: has_pending(annotations),
     )
     def pending_restart(body: Any, memo: Any, logger: Any, **_: Any) -> None:
@@ -89,6 +97,8 @@ def _register_source(
     kind: str,
     settings: Settings,
     api: Api,
+    reference_map: ReferenceMap,
+    watcher: WorkloadWatcher,
     seen_checksums: dict[tuple[str, str, str], str],
 ) -> None:
     @kopf.on.event(
@@ -98,15 +108,19 @@ def _register_source(
         id=f"{kind}_event",
         labels={keys.RESTART_AT_LABEL: kopf.PRESENT},
     )
-    def source_event(event: Any, body: Any, logger: Any, **kwargs: Any) -> None:
+    async def source_event(event: Any, body: Any, logger: Any, **_: Any) -> None:
         """A labelled source was listed, added or modified: compare its checksum."""
         if event.get("type") == "DELETED":
             return
-        key = (body["metadata"]["namespace"], kind, body["metadata"]["name"])
-        dependents = [
-            dependent
-            for plural in WORKLOAD_KINDS
-            for dependent in kwargs[index_id(plural)].get(key, [])
-        ]
+        # Until every workload stream has listed (and while one is reconnecting), the map
+        # may lack a user of this source: wait rather than record a change unstamped.
+        while not watcher.in_sync.is_set():
+            await asyncio.sleep(SYNC_POLL)
+        metadata = body["metadata"]
+        dependents = reference_map.dependents(metadata["namespace"], kind, metadata["name"])
         now = dt.datetime.now(dt.UTC)
-        reconcile_source(kind, body, dependents, settings, api, now, logger, seen_checksums)
+        # The flow blocks on API calls: a thread, with this handler's context (kopf's
+        # Event posting needs it).
+        await asyncio.to_thread(
+            reconcile_source, kind, body, dependents, settings, api, now, logger, seen_checksums
+        )

@@ -44,6 +44,10 @@ PENDING_RESTART = f"pending-restart.{PREFIX}"
 #: (``{"at":"03.00","length":"1h","source":"Secret/db","timezone":"UTC"}``).
 RESTART_AT = f"restart-at.{PREFIX}"
 
+#: Label on a workload while it has pending marks: kopf's watch of workloads selects it
+#: server-side, so kopf (its timers, finalizer and memory) sees only pending workloads.
+PENDING_LABEL = f"{PREFIX}/pending"
+
 #: Annotation on a workload: epoch seconds of restarter's last restart of it.
 RESTART_TS = f"{PREFIX}/restart-ts"
 

@@ -6,7 +6,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import kubernetes
 import urllib3
@@ -15,13 +15,16 @@ from kubernetes.client.exceptions import ApiException
 from restarter.references import CLIENT_STEMS
 
 MERGE_PATCH = "application/merge-patch+json"
+#: Workloads are built-in types: a strategic merge patch can add to and remove from
+#: ``metadata.finalizers`` without replacing the list (a JSON merge patch cannot).
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 RETRIABLE = frozenset({429, 500, 502, 503, 504})
 ATTEMPTS = 4
 #: (connect, read) seconds: a half-open connection must not hold a worker thread forever.
 REQUEST_TIMEOUT = (5, 30)
 #: HTTP connections kept open: one per kopf worker thread (main.py, max_workers) and the
 #: stamping pool, so parallel requests reuse connections instead of new TLS handshakes.
-POOL_SIZE = 16
+POOL_SIZE = 24
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -89,9 +92,9 @@ class Api:
     def patch_workload(
         self, plural: str, namespace: str, name: str, patch: dict[str, Any]
     ) -> dict[str, Any] | None:
-        """Patch a Deployment, StatefulSet or DaemonSet (by resource plural)."""
+        """Strategic-merge-patch a Deployment, StatefulSet or DaemonSet (by resource plural)."""
         method = getattr(self._apps, f"patch_namespaced_{CLIENT_STEMS[plural]}")
-        return self._patch(method, namespace, name, patch)
+        return self._patch(method, namespace, name, patch, STRATEGIC_MERGE_PATCH)
 
     def read_workload(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         """A Deployment, StatefulSet or DaemonSet as it is now, or None if it is gone."""
@@ -125,8 +128,45 @@ class Api:
         listings = retrying(lambda: self._list_workloads(plural, namespaces))
         return [item for listing in listings for item in self._plain(listing).get("items", [])]
 
+    def list_page(
+        self, plural: str, namespace: str | None, continue_token: str | None, limit: int
+    ) -> dict[str, Any]:
+        """One page of a consistent (etcd) list of a workload kind; raises 410 when the
+        continue token has expired."""
+        options: dict[str, Any] = {"limit": limit, "_request_timeout": REQUEST_TIMEOUT}
+        if continue_token:
+            options["_continue"] = continue_token
+        response = retrying(
+            lambda: self._lister(plural, namespace)(**options, _preload_content=False)
+        )
+        return self._plain(response)
+
+    def watch(self, plural: str, namespace: str | None, resource_version: str, timeout: int) -> Any:
+        """A watch of a workload kind from ``resource_version``, with bookmarks: the raw
+        streaming response (one JSON event per line), to be closed by the caller."""
+        return self._lister(plural, namespace)(
+            watch=True,
+            resource_version=resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=timeout,
+            _request_timeout=(REQUEST_TIMEOUT[0], timeout + 30),
+            _preload_content=False,
+        )
+
+    def _lister(self, plural: str, namespace: str | None) -> Callable[..., Any]:
+        stem = CLIENT_STEMS[plural]
+        if namespace:
+            method = getattr(self._apps, f"list_namespaced_{stem}")
+            return lambda **options: method(namespace, **options)
+        return cast(Callable[..., Any], getattr(self._apps, f"list_{stem}_for_all_namespaces"))
+
     def _patch(
-        self, method: Callable[..., Any], namespace: str, name: str, patch: dict[str, Any]
+        self,
+        method: Callable[..., Any],
+        namespace: str,
+        name: str,
+        patch: dict[str, Any],
+        content_type: str = MERGE_PATCH,
     ) -> dict[str, Any] | None:
         try:
             result = retrying(
@@ -134,7 +174,7 @@ class Api:
                     name,
                     namespace,
                     patch,
-                    _content_type=MERGE_PATCH,
+                    _content_type=content_type,
                     _request_timeout=REQUEST_TIMEOUT,
                     _preload_content=False,
                 )

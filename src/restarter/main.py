@@ -12,6 +12,7 @@ from restarter import keys, plan_command, releasing
 from restarter import settings as settings_module
 from restarter.handlers import build_registry
 from restarter.kube import Api, load_client
+from restarter.references import WORKLOAD_KINDS
 from restarter.release_plan import COMMAND as RELEASE_COMMAND
 from restarter.settings import Settings, SettingsError
 
@@ -21,6 +22,10 @@ def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
     operator = kopf.OperatorSettings()
     operator.watching.label_selectors["v1", "secrets"] = keys.RESTART_AT_LABEL
     operator.watching.label_selectors["v1", "configmaps"] = keys.RESTART_AT_LABEL
+    # kopf sees only pending workloads (its timers, finalizer and per-object memory);
+    # who uses which source comes from restarter's own reference map instead.
+    for plural in WORKLOAD_KINDS:
+        operator.watching.label_selectors["apps", plural] = keys.PENDING_LABEL
     operator.watching.chunk_size = 500
     # Only built-in resources in exact namespaces: no need to watch CRDs or namespaces,
     # so RBAC needs no access to either.

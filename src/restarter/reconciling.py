@@ -18,7 +18,7 @@ from restarter.schedule import ScheduleError, next_restart, parse_zone
 from restarter.settings import Settings
 
 #: Stamps in flight at once for one change (below kube.POOL_SIZE connections).
-STAMP_CONCURRENCY = 8
+STAMP_CONCURRENCY = 16
 
 
 def _event(obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
@@ -149,7 +149,14 @@ def restart_if_due(
     """
     metadata = workload["metadata"]
     namespace, name = metadata["namespace"], metadata["name"]
+    # A workload waiting for a window that has not started, unchanged since the tick that
+    # found so, needs no new decision: thousands of pending workloads tick every interval.
+    waiting = memo.get("waiting")
+    if waiting and waiting[0] == metadata.get("resourceVersion") and now < waiting[1]:
+        return
     decision = decisions.decide_restart(workload, settings, now)
+    if decision.action is Action.WAIT and decision.next_start and decision.next_start > now:
+        memo["waiting"] = (metadata.get("resourceVersion"), decision.next_start)
     if decision.action is Action.OPTED_OUT:
         _clear_opted_out(plural, workload, decision, api, logger)
         return
@@ -211,3 +218,27 @@ def _clear_opted_out(
     )
     logger.info(message)
     _event(cleared, type="Normal", reason="RestartSkipped", message=message)
+
+
+def repair_label(plural: str, workload: Mapping[str, Any], api: Api) -> None:
+    """Make the pending label agree with the marks (marks from 0.2, or edited by hand)."""
+    metadata = workload.get("metadata") or {}
+    patch = decisions.label_repair(metadata)
+    if patch is None:
+        return
+    try:
+        api.patch_workload(plural, metadata["namespace"], metadata["name"], patch)
+    except Conflict:
+        return  # changed meanwhile: its next event is looked at again
+    except Exception as error:  # a watch stream must not stop on one refused patch
+        logging.getLogger(__name__).warning(
+            f"could not set the pending label of {WORKLOAD_KINDS[plural]} "
+            f"{metadata['namespace']}/{metadata['name']}: {type(error).__name__}"
+        )
+        return
+    added = patch["metadata"]["labels"][keys.PENDING_LABEL] is not None
+    logging.getLogger(__name__).info(
+        f"{'added' if added else 'removed'} the {keys.PENDING_LABEL} label "
+        f"{'to' if added else 'from'} {WORKLOAD_KINDS[plural]} "
+        f"{metadata['namespace']}/{metadata['name']} to match its marks"
+    )

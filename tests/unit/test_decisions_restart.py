@@ -19,6 +19,7 @@ from restarter.decisions import (
     classify,
     decide_restart,
     has_pending,
+    label_repair,
     last_restart,
     pending_marks,
     stamp_patch,
@@ -80,6 +81,8 @@ def workload(
             "name": "web",
             "namespace": "ns",
             "resourceVersion": "4242",
+            "labels": {"app": "web", keys.PENDING_LABEL: "true"},
+            "finalizers": ["example.com/keep", keys.FINALIZER],
             "annotations": annotations,
         },
         "spec": spec,
@@ -169,11 +172,13 @@ def test_stamp_patch_records_the_epoch_seconds_seen_and_the_window_asked_for() -
     seen = dt.datetime(2026, 12, 2, 15, 15, 0, 999_999, tzinfo=UTC)
     assert stamp_patch("secret", "db", seen, request) == {
         "metadata": {
+            "labels": {"restarter.io/pending": "true"},
+            "finalizers": ["restarter.io/finalizer"],
             "annotations": {
                 "pending-restart.restarter.io/secret.db": "1796224500",
                 "restart-at.restarter.io/secret.db": '{"at":"03.00","length":"1h",'
                 '"source":"Secret/db","timezone":"Europe/Warsaw"}',
-            }
+            },
         }
     }
 
@@ -277,6 +282,8 @@ def test_decide_restart_restarts_inside_the_window_with_one_conditional_patch() 
     assert decision.patch == {
         "metadata": {
             "resourceVersion": "4242",
+            "labels": {"restarter.io/pending": None},
+            "$deleteFromPrimitiveList/finalizers": ["restarter.io/finalizer"],
             "annotations": {
                 "pending-restart.restarter.io/secret.db": None,
                 "restart-at.restarter.io/secret.db": None,
@@ -495,6 +502,8 @@ def test_an_opted_out_workload_has_its_marks_cleared_and_is_not_restarted() -> N
     assert decision.patch == {
         "metadata": {
             "resourceVersion": "4242",
+            "labels": {"restarter.io/pending": None},
+            "$deleteFromPrimitiveList/finalizers": ["restarter.io/finalizer"],
             "annotations": {
                 "pending-restart.restarter.io/secret.db": None,
                 "restart-at.restarter.io/secret.db": None,
@@ -524,3 +533,32 @@ def test_a_pending_time_past_year_9999_is_unreadable_not_a_crash() -> None:
         keys.window_key("secret", "db"): "03.00",
     }
     assert pending_marks(annotations) == [Mark("secret.db", None, "03.00")]
+
+
+def test_a_restart_of_a_workload_without_our_finalizer_removes_no_finalizer() -> None:
+    body = workload({"db": "03.00"})
+    body["metadata"]["finalizers"] = ["example.com/keep"]
+    patch = decide_restart(body, SETTINGS, warsaw("2026-12-02T03:20")).patch
+    assert "$deleteFromPrimitiveList/finalizers" not in patch["metadata"]
+    assert patch["metadata"]["labels"] == {keys.PENDING_LABEL: None}
+
+
+def test_label_repair_adds_the_pending_label_to_marks_written_before_it_existed() -> None:
+    metadata = workload({"db": "03.00"})["metadata"]
+    del metadata["labels"][keys.PENDING_LABEL]
+    assert label_repair(metadata) == {"metadata": {"labels": {keys.PENDING_LABEL: "true"}}}
+
+
+def test_label_repair_removes_a_label_whose_marks_are_gone_only_at_the_version_read() -> None:
+    metadata = workload()["metadata"]
+    assert label_repair(metadata) == {
+        "metadata": {"resourceVersion": "4242", "labels": {keys.PENDING_LABEL: None}}
+    }
+
+
+@pytest.mark.parametrize("marks", [{"db": "03.00"}, None], ids=["pending", "idle"])
+def test_label_repair_leaves_an_agreeing_workload_alone(marks: dict[str, str] | None) -> None:
+    metadata = workload(marks)["metadata"]
+    if not marks:
+        del metadata["labels"][keys.PENDING_LABEL]
+    assert label_repair(metadata) is None

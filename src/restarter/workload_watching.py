@@ -1,0 +1,217 @@
+"""Keeping the reference map current: a paged list, then a watch, of each workload kind.
+
+One thread per (kind, namespace) stream. A list is consistent (served by etcd at one
+revision) and paged; if its continue token expires mid-way (410), it starts again, so
+start-up never stops on a long list. The watch resumes from the last resourceVersion
+seen (bookmarks keep it fresh); a 410 means the history is gone and the stream lists
+again, and the map follows that listing (deleted workloads dropped, none invented).
+Nothing here decides a restart: the map only answers "who uses this source".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+
+from restarter.kube import Api
+from restarter.reference_map import ReferenceMap, references_of
+from restarter.references import WORKLOAD_KINDS
+
+log = logging.getLogger(__name__)
+
+#: Workloads per list page: about 2 MB of JSON for typical Deployments.
+PAGE_SIZE = 500
+#: Seconds a watch request stays open before the server ends it and we resume.
+WATCH_TIMEOUT = 300
+#: Seconds to wait after a failed list or watch, doubling up to the maximum.
+RETRY_DELAY, MAX_RETRY_DELAY = 1.0, 30.0
+
+#: Called with (plural, body) for every listed or watched workload that still exists.
+Inspector = Callable[[str, dict[str, Any]], None]
+
+
+class Gone(Exception):
+    """The watch's resourceVersion is older than the server keeps: list again."""
+
+
+class Stream:
+    """One workload kind in one namespace (None: all): list, then watch, forever."""
+
+    def __init__(
+        self,
+        api: Api,
+        reference_map: ReferenceMap,
+        plural: str,
+        namespace: str | None,
+        inspect: Inspector,
+        stopping: threading.Event,
+        on_sync: Callable[[], None],
+    ) -> None:
+        self.api, self.reference_map, self.plural, self.namespace = (
+            api,
+            reference_map,
+            plural,
+            namespace,
+        )
+        self.inspect, self.stopping, self.on_sync = inspect, stopping, on_sync
+        self.synced = threading.Event()
+        self.lists = 0
+        self.scope = namespace or "all namespaces"
+
+    def run(self) -> None:
+        resource_version: str | None = None
+        delay = RETRY_DELAY
+        while not self.stopping.is_set():
+            try:
+                if resource_version is None:
+                    resource_version = self.list_all()
+                    self._synced(True)
+                resource_version = self.watch_from(resource_version)
+                delay = RETRY_DELAY
+            except Gone:
+                # Until the new listing lands, changes wait rather than miss a new user.
+                self._synced(False)
+                log.info(f"{self.plural} in {self.scope}: watch history expired; listing again")
+                resource_version = None
+            except Exception as error:  # the stream must outlive any one failure
+                self._synced(False)
+                log.warning(
+                    f"{self.plural} in {self.scope}: {_describe(error)}; retrying in {delay:g}s"
+                )
+                if self.stopping.wait(delay):
+                    return
+                delay = min(delay * 2, MAX_RETRY_DELAY)
+
+    def _synced(self, value: bool) -> None:
+        if value:
+            self.synced.set()
+        else:
+            self.synced.clear()
+        self.on_sync()
+
+    def list_all(self) -> str:
+        """A complete listing into the map; the resourceVersion to watch from."""
+        while True:
+            try:
+                listed, resource_version = self._pages()
+            except ApiException as error:
+                if error.status != 410:
+                    raise
+                log.info(f"{self.plural} in {self.scope}: list expired mid-way; listing again")
+                continue
+            change = self.reference_map.replace(self.plural, self.namespace, listed)
+            self.lists += 1
+            relisted = (
+                f" (relisted: {len(change.gained)} gained, {len(change.lost)} lost references)"
+                if self.lists > 1
+                else ""
+            )
+            log.info(f"listed {len(listed)} {self.plural} in {self.scope}{relisted}")
+            return resource_version
+
+    def _pages(self) -> tuple[dict[tuple[str, str], Any], str]:
+        listed: dict[tuple[str, str], Any] = {}
+        token: str | None = None
+        while True:
+            page = self.api.list_page(self.plural, self.namespace, token, PAGE_SIZE)
+            for item in page.get("items") or []:
+                metadata = item["metadata"]
+                listed[metadata["namespace"], metadata["name"]] = references_of(item)
+                self.inspect(self.plural, item)
+            token = page["metadata"].get("continue")
+            if not token:
+                return listed, str(page["metadata"]["resourceVersion"])
+
+    def watch_from(self, resource_version: str) -> str:
+        """Apply watch events until the server ends the watch; the last version seen."""
+        try:
+            response = self.api.watch(self.plural, self.namespace, resource_version, WATCH_TIMEOUT)
+        except ApiException as error:
+            if error.status == 410:
+                raise Gone() from None
+            raise
+        try:
+            self._synced(True)
+            for event in _events(response):
+                kind, body = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    if body.get("code") == 410:
+                        raise Gone()
+                    raise RuntimeError(f"watch error {body.get('code')}: {body.get('reason')}")
+                metadata = body.get("metadata") or {}
+                resource_version = str(metadata.get("resourceVersion", resource_version))
+                if kind == "BOOKMARK":
+                    continue
+                self.reference_map.apply(
+                    str(kind),
+                    self.plural,
+                    metadata["namespace"],
+                    metadata["name"],
+                    references_of(body),
+                )
+                if kind != "DELETED":
+                    self.inspect(self.plural, body)
+                if self.stopping.is_set():
+                    break
+        finally:
+            response.release_conn()
+        return resource_version
+
+
+def _events(response: Any) -> Iterator[dict[str, Any]]:
+    for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
+        if line:
+            yield json.loads(line)
+
+
+def _describe(error: Exception) -> str:
+    if isinstance(error, ApiException):
+        return f"API error {error.status} {error.reason}"
+    return f"{type(error).__name__}: {error}"
+
+
+class WorkloadWatcher:
+    """Every workload kind in every watched namespace, each in a daemon thread."""
+
+    def __init__(
+        self,
+        api: Api,
+        reference_map: ReferenceMap,
+        namespaces: tuple[str, ...],
+        inspect: Inspector,
+    ) -> None:
+        self.stopping = threading.Event()
+        self.in_sync = threading.Event()
+        scopes: tuple[str | None, ...] = namespaces or (None,)
+        self.streams = [
+            Stream(api, reference_map, plural, scope, inspect, self.stopping, self._update)
+            for plural in WORKLOAD_KINDS
+            for scope in scopes
+        ]
+        self._threads: list[threading.Thread] = []
+
+    def _update(self) -> None:
+        """in_sync: every stream has listed and none is between a failure and its retry."""
+        if all(stream.synced.is_set() for stream in self.streams):
+            self.in_sync.set()
+        else:
+            self.in_sync.clear()
+
+    def start(self) -> WorkloadWatcher:
+        for stream in self.streams:
+            thread = threading.Thread(
+                target=stream.run, name=f"watch-{stream.plural}-{stream.scope}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        """Ask every stream to stop; a watch blocked on the network ends with the process."""
+        self.stopping.set()
