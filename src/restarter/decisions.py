@@ -72,13 +72,19 @@ def label_repair(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
 
     Marks without the label (written by restarter 0.2 or earlier) are invisible to the
     label-selected timer: the label is added. A label without marks (marks removed by
-    hand) would keep kopf watching for nothing: it is removed, conditional on the
-    resourceVersion so that a stamp landing meanwhile is not undone.
+    hand) would keep kopf watching for nothing: it is removed.
     """
     labelled = keys.PENDING_LABEL in (metadata.get("labels") or {})
     marked = has_pending(metadata.get("annotations"))
+    # Both ways conditional on the resourceVersion: a listed or watched body may be old,
+    # and the workload restarted (marks gone) or stamped (label set) since.
     if marked and not labelled:
-        return {"metadata": {"labels": {keys.PENDING_LABEL: "true"}}}
+        return {
+            "metadata": {
+                "resourceVersion": metadata.get("resourceVersion"),
+                "labels": {keys.PENDING_LABEL: "true"},
+            }
+        }
     if labelled and not marked:
         return {
             "metadata": {
@@ -216,14 +222,16 @@ def clear_patch(annotations: Mapping[str, str], metadata: Mapping[str, Any]) -> 
         for key in annotations
         if key.startswith((keys.PENDING_RESTART + "/", keys.RESTART_AT + "/"))
     }
-    patched: dict[str, Any] = {
-        "resourceVersion": metadata.get("resourceVersion"),
-        "labels": {keys.PENDING_LABEL: None},
-        "annotations": cleared,
+    # The finalizer is removed even if the body read lacks it: kopf may have added it
+    # since, and removing an absent entry is a no-op.
+    return {
+        "metadata": {
+            "resourceVersion": metadata.get("resourceVersion"),
+            "labels": {keys.PENDING_LABEL: None},
+            "$deleteFromPrimitiveList/finalizers": [keys.FINALIZER],
+            "annotations": cleared,
+        }
     }
-    if keys.FINALIZER in (metadata.get("finalizers") or []):
-        patched["$deleteFromPrimitiveList/finalizers"] = [keys.FINALIZER]
-    return {"metadata": patched}
 
 
 def restart_patch(

@@ -12,7 +12,7 @@ import kubernetes
 from restarter import keys
 from restarter.decisions import has_pending
 from restarter.kube import Api
-from restarter.reconciling import reconcile_source, repair_label, restart_if_due
+from restarter.reconciling import RELEASED, reconcile_source, repair_label, restart_if_due
 from restarter.reference_map import ReferenceMap
 from restarter.references import SOURCE_KINDS, WORKLOAD_KINDS
 from restarter.releasing import FinalizerReleaser, ReleaseFailed
@@ -85,7 +85,7 @@ def _register_workload(
         registry=registry,
         interval=settings.timer_interval,
         labels={keys.PENDING_LABEL: kopf.PRESENT},
-        when=lambda annotations, **_: has_pending(annotations),
+        when=lambda annotations, memo, **_: has_pending(annotations) and not memo.get(RELEASED),
     )
     def pending_restart(body: Any, memo: Any, logger: Any, **_: Any) -> None:
         """A workload with pending marks: restart it when its window is open."""

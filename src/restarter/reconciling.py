@@ -17,6 +17,14 @@ from restarter.references import SOURCE_KINDS, WORKLOAD_KINDS
 from restarter.schedule import ScheduleError, next_restart, parse_zone
 from restarter.settings import Settings
 
+#: Memo key of a timer whose workload this operator has restarted (or cleared): marks,
+#: label and finalizer are gone, so kopf's label-selected watch reports it DELETED, with
+#: the body as it was *before* the patch but the new resourceVersion. That body would
+#: look pending, and a patch conditional on its version would succeed: a second restart.
+#: The timer's filter reads this key, so the DELETED event stops the timer, and any tick
+#: still scheduled does nothing.
+RELEASED = "released"
+
 #: Stamps in flight at once for one change (below kube.POOL_SIZE connections).
 STAMP_CONCURRENCY = 16
 
@@ -147,6 +155,8 @@ def restart_if_due(
     meanwhile (a status update, a new mark), it is read again and decided once more at
     once, so a busy workload does not miss a short window.
     """
+    if memo.get(RELEASED):
+        return
     metadata = workload["metadata"]
     namespace, name = metadata["namespace"], metadata["name"]
     # A workload waiting for a window that has not started, unchanged since the tick that
@@ -158,7 +168,7 @@ def restart_if_due(
     if decision.action is Action.WAIT and decision.next_start and decision.next_start > now:
         memo["waiting"] = (metadata.get("resourceVersion"), decision.next_start)
     if decision.action is Action.OPTED_OUT:
-        _clear_opted_out(plural, workload, decision, api, logger)
+        _clear_opted_out(plural, workload, decision, api, memo, logger)
         return
     reported = memo.setdefault("reported_problems", set())
     for problem in decision.problems:
@@ -187,6 +197,7 @@ def restart_if_due(
         return
     if restarted is None:
         return
+    memo[RELEASED] = True
     message = (
         f"restarted in window (pending for {', '.join(decision.sources)}); "
         f"restartedAt {now.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
@@ -200,6 +211,7 @@ def _clear_opted_out(
     workload: Mapping[str, Any],
     decision: decisions.RestartDecision,
     api: Api,
+    memo: MutableMapping[str, Any],
     logger: logging.Logger | logging.LoggerAdapter[Any],
 ) -> None:
     """A workload opted out while pending: drop its marks, restart nothing."""
@@ -212,6 +224,7 @@ def _clear_opted_out(
         return
     if cleared is None:
         return
+    memo[RELEASED] = True
     message = (
         f"{keys.IGNORE}=true: pending restart for {', '.join(decision.sources)} dropped; "
         "nothing restarted"

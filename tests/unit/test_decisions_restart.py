@@ -535,18 +535,20 @@ def test_a_pending_time_past_year_9999_is_unreadable_not_a_crash() -> None:
     assert pending_marks(annotations) == [Mark("secret.db", None, "03.00")]
 
 
-def test_a_restart_of_a_workload_without_our_finalizer_removes_no_finalizer() -> None:
+def test_a_restart_removes_our_finalizer_even_if_kopf_had_not_added_it_when_read() -> None:
     body = workload({"db": "03.00"})
     body["metadata"]["finalizers"] = ["example.com/keep"]
     patch = decide_restart(body, SETTINGS, warsaw("2026-12-02T03:20")).patch
-    assert "$deleteFromPrimitiveList/finalizers" not in patch["metadata"]
+    assert patch["metadata"]["$deleteFromPrimitiveList/finalizers"] == [keys.FINALIZER]
     assert patch["metadata"]["labels"] == {keys.PENDING_LABEL: None}
 
 
 def test_label_repair_adds_the_pending_label_to_marks_written_before_it_existed() -> None:
     metadata = workload({"db": "03.00"})["metadata"]
     del metadata["labels"][keys.PENDING_LABEL]
-    assert label_repair(metadata) == {"metadata": {"labels": {keys.PENDING_LABEL: "true"}}}
+    assert label_repair(metadata) == {
+        "metadata": {"resourceVersion": "4242", "labels": {keys.PENDING_LABEL: "true"}}
+    }
 
 
 def test_label_repair_removes_a_label_whose_marks_are_gone_only_at_the_version_read() -> None:

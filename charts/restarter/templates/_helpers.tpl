@@ -39,8 +39,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [""]
   resources: [secrets, configmaps]
   verbs: [get, list, watch, patch]
-# Index pod templates, stamp pending marks, restart (pod-template annotation), and let kopf
-# add and remove the timer's finalizer.
+# List and watch pod templates (the reference map), stamp pending marks with the pending
+# label and the finalizer, restart (pod-template annotation) and remove them again.
 - apiGroups: [apps]
   resources: [deployments, statefulsets, daemonsets]
   verbs: [get, list, watch, patch]
