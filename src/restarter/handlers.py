@@ -12,7 +12,13 @@ import kubernetes
 from restarter import keys
 from restarter.decisions import has_pending
 from restarter.kube import Api
-from restarter.reconciling import RELEASED, reconcile_source, repair_label, restart_if_due
+from restarter.reconciling import (
+    RELEASED,
+    already_seen,
+    reconcile_source,
+    repair_label,
+    restart_if_due,
+)
 from restarter.reference_map import ReferenceMap
 from restarter.references import SOURCE_KINDS, WORKLOAD_KINDS
 from restarter.releasing import FinalizerReleaser, ReleaseFailed
@@ -25,6 +31,9 @@ SOURCE_RESOURCES = {"secret": "secrets", "configmap": "configmaps"}
 
 #: Seconds between checks of whether the reference map is in sync, while a change waits.
 SYNC_POLL = 0.1
+#: Seconds start-up waits for the first listing of every workload stream before kopf
+#: starts watching anyway (its source handlers then wait for the listing themselves).
+STARTUP_SYNC_TIMEOUT = 300.0
 
 
 def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
@@ -45,9 +54,19 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
         return kopf.login_via_client(**kwargs)
 
     @kopf.on.startup(registry=registry, id="watch_workloads")
-    def watch_workloads(**_: Any) -> None:
-        """Start the list-and-watch streams that keep the reference map."""
+    def watch_workloads(logger: Any, **_: Any) -> None:
+        """Start the streams that keep the reference map; wait for their first listing.
+
+        kopf starts watching only after its startup handlers, so the labelled sources
+        arrive when their dependents are known, and are handled at once instead of
+        thousands of them waiting in memory together.
+        """
         watcher.start()
+        if not watcher.in_sync.wait(STARTUP_SYNC_TIMEOUT):
+            logger.warning(
+                f"workloads not listed after {STARTUP_SYNC_TIMEOUT:g}s; changes of sources "
+                "wait until they are"
+            )
 
     for plural in WORKLOAD_KINDS:
         _register_workload(registry, plural, settings, api)
@@ -116,6 +135,8 @@ def _register_source(
         # may lack a user of this source: wait rather than record a change unstamped.
         while not watcher.in_sync.is_set():
             await asyncio.sleep(SYNC_POLL)
+        if already_seen(kind, body, seen_checksums):
+            return  # the common case at start-up: no thread hop, no body held for long
         metadata = body["metadata"]
         dependents = reference_map.dependents(metadata["namespace"], kind, metadata["name"])
         now = dt.datetime.now(dt.UTC)

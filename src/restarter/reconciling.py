@@ -43,6 +43,19 @@ def _when(instant: dt.datetime, zone_name: str) -> str:
     return f"{local:%Y-%m-%d %H:%M} {zone_name}"
 
 
+def already_seen(
+    kind: str, source: Mapping[str, Any], seen: MutableMapping[tuple[str, str, str], str]
+) -> bool:
+    """True (and remembered) when the source's data matches its recorded checksum."""
+    metadata = source["metadata"]
+    key = (kind, metadata["namespace"], metadata["name"])
+    change, current = decisions.classify(source, seen.get(key))
+    if change is Change.UNCHANGED:
+        seen[key] = current
+        return True
+    return False
+
+
 def reconcile_source(
     kind: str,
     source: Mapping[str, Any],
