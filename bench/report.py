@@ -236,24 +236,44 @@ def targets(results: dict[str, Any]) -> str:
                 "s",
             )
         )
-    rss = {
+    peak = {
         size: restarter_median(size, lambda r: r["usage_end"]["peak_rss_mb"]) for size in measured
     }
-    rss = {size: value for size, value in rss.items() if not math.isnan(value)}
-    if rss:
-        biggest = max(rss)
-        fitted = sorted(rss)
-        slope = (
-            (rss[fitted[-1]] - rss[fitted[0]]) / (fitted[-1] - fitted[0]) * 1000
-            if len(fitted) > 1
-            else math.nan
-        )
-        verdict = "missed" if rss[biggest] > 128 else "met" if biggest >= 10000 else "—"
+    # Start-up cost (peak RSS once ready, nothing pending) against N: the per-workload slope.
+    ready = {
+        size: restarter_median(size, lambda r: r["usage_ready"]["peak_rss_mb"]) for size in measured
+    }
+    ready = {size: value for size, value in ready.items() if not math.isnan(value)}
+    if peak:
+        biggest = max(peak)
+        fitted = sorted(ready)
+        value = peak[biggest]
+        verdict = "missed" if value > 128 else "met" if biggest >= 10000 else "—"
         lines.append(
-            f"| peak RSS ≤ 128 MB at N = 10 000 (here N = {biggest}; slope "
-            f"{_number(slope)} MB per 1 000 workloads between N = {fitted[0]} and "
-            f"{fitted[-1]}) | {_number(rss[biggest])} MB | {verdict} |"
+            f"| peak RSS ≤ 128 MB at N = 10 000 (here N = {biggest}, whole run) | "
+            f"{_number(value)} MB | {verdict} |"
         )
+        if len(fitted) > 1:
+            slope = (ready[fitted[-1]] - ready[fitted[0]]) / (fitted[-1] - fitted[0]) * 1000
+            lines.append(
+                f"| per-workload cost: slope of peak RSS at ready (nothing pending), "
+                f"N = {fitted[0]} → {fitted[-1]} | {_number(slope)} MB per 1 000 workloads "
+                f"({_number(ready[fitted[0]])} → {_number(ready[fitted[-1]])} MB) | — |"
+            )
+    for size in measured:
+        pending = restarter_median(
+            size,
+            lambda r: (
+                (r["usage_end"]["peak_rss_mb"] - r["usage_ready"]["peak_rss_mb"])
+                / r["fanout"]["dependents"]
+                * 1000
+            ),
+        )
+        if not math.isnan(pending):
+            lines.append(
+                f"| cost while pending: (peak RSS minus peak at ready) per 1 000 pending, "
+                f"fan-out to all N = {size} | {_number(pending)} MB | — |"
+            )
     per_change = {
         size: restarter_median(
             size, lambda r: _mean([_total(c["requests"]) / c["dependents"] for c in _changes(r)])
@@ -261,7 +281,10 @@ def targets(results: dict[str, Any]) -> str:
         for size in measured
     }
     shown = ", ".join(f"N = {s}: {_number(v)}" for s, v in per_change.items())
-    flat = max(per_change.values()) <= 1.5 * min(per_change.values()) if per_change else False
+    # Not growing with N: each change's fixed requests (the source's checksum, its Event)
+    # spread over more dependents as N grows, so only growth counts against it.
+    first = per_change[min(per_change)] if per_change else math.nan
+    flat = all(v <= 1.5 * first for v in per_change.values()) if per_change else False
     verdict = ("met" if flat else "missed") if per_change else "—"
     lines.append(
         f"| requests per change ∝ dependents, not Deployments | per dependent: "
