@@ -251,7 +251,7 @@ def targets(results: dict[str, Any]) -> str:
         verdict = "missed" if value > 128 else "met" if biggest >= 10000 else "—"
         lines.append(
             f"| peak RSS ≤ 128 MB at N = 10 000 (here N = {biggest}, whole run) | "
-            f"{_number(value)} MB | {verdict} |"
+            f"{value:.1f} MB | {verdict} |"
         )
         if len(fitted) > 1:
             slope = (ready[fitted[-1]] - ready[fitted[0]]) / (fitted[-1] - fitted[0]) * 1000
