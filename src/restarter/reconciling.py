@@ -124,7 +124,7 @@ def reconcile_source(
             failed.append(label)
             continue
         if workload is None:
-            continue  # deleted since it was indexed
+            continue  # deleted since the reference map saw it
         stamped.append(label)
         annotations = workload.get("metadata", {}).get("annotations") or {}
         when = next_restart(window, now, decisions.last_restart(annotations, now))
