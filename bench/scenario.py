@@ -54,8 +54,6 @@ RELOADER_FLAGS = ("--namespaces", NAMESPACE, "--reload-strategy", "annotations")
 RELOADER_STARTED = "Starting Controller to watch resource type: secrets"
 #: Reloader serves metrics and liveness on this port (fixed in its source, no flag).
 RELOADER_PORT = 9090
-#: restarter's label on workloads with pending marks (newer versions of the operator).
-PENDING_LABEL = f"{keys.PREFIX}/pending"
 #: Stamps are whole epoch seconds: changes are spaced so that two never share one.
 SPACING = 1.1
 #: Seconds an operator gets to handle its first change before the run is given up.
@@ -180,7 +178,7 @@ def reset(harness: Harness) -> int:
         annotations = metadata.get("annotations") or {}
         marks = [k for k in annotations if k.startswith(prefixes)]
         finalizers = metadata.get("finalizers") or []
-        pending = PENDING_LABEL in (metadata.get("labels") or {})
+        pending = keys.PENDING_LABEL in (metadata.get("labels") or {})
         has_auto = annotations.get(RELOADER_AUTO) == "true"  # Deployments made before it was added
         if not marks and keys.FINALIZER not in finalizers and not pending and has_auto:
             continue
@@ -188,7 +186,7 @@ def reset(harness: Harness) -> int:
         if not has_auto:
             patch["metadata"]["annotations"][RELOADER_AUTO] = "true"
         if pending:
-            patch["metadata"]["labels"] = {PENDING_LABEL: None}
+            patch["metadata"]["labels"] = {keys.PENDING_LABEL: None}
         if keys.FINALIZER in finalizers:
             patch["metadata"]["finalizers"] = [f for f in finalizers if f != keys.FINALIZER]
         patches.append((metadata["name"], patch))

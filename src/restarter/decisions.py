@@ -76,23 +76,16 @@ def label_repair(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
     """
     labelled = keys.PENDING_LABEL in (metadata.get("labels") or {})
     marked = has_pending(metadata.get("annotations"))
-    # Both ways conditional on the resourceVersion: a listed or watched body may be old,
-    # and the workload restarted (marks gone) or stamped (label set) since.
-    if marked and not labelled:
-        return {
-            "metadata": {
-                "resourceVersion": metadata.get("resourceVersion"),
-                "labels": {keys.PENDING_LABEL: "true"},
-            }
+    if labelled == marked:
+        return None
+    # Conditional on the resourceVersion: a listed or watched body may be old, and the
+    # workload restarted (marks gone) or stamped (label set) since.
+    return {
+        "metadata": {
+            "resourceVersion": metadata.get("resourceVersion"),
+            "labels": {keys.PENDING_LABEL: "true" if marked else None},
         }
-    if labelled and not marked:
-        return {
-            "metadata": {
-                "resourceVersion": metadata.get("resourceVersion"),
-                "labels": {keys.PENDING_LABEL: None},
-            }
-        }
-    return None
+    }
 
 
 def checksum_patch(value: str) -> dict[str, Any]:

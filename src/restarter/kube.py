@@ -112,15 +112,12 @@ class Api:
         return self._plain(found)
 
     def _list_workloads(self, plural: str, namespaces: tuple[str, ...]) -> list[Any]:
-        singular = CLIENT_STEMS[plural]
-        if namespaces:
-            method = getattr(self._apps, f"list_namespaced_{singular}")
-            return [
-                method(ns, _request_timeout=REQUEST_TIMEOUT, _preload_content=False)
-                for ns in namespaces
-            ]
-        method = getattr(self._apps, f"list_{singular}_for_all_namespaces")
-        return [method(_request_timeout=REQUEST_TIMEOUT, _preload_content=False)]
+        return [
+            self._lister(plural, namespace)(
+                _request_timeout=REQUEST_TIMEOUT, _preload_content=False
+            )
+            for namespace in namespaces or (None,)
+        ]
 
     def list_workloads(self, plural: str, namespace: str | None) -> list[dict[str, Any]]:
         """Every workload of a kind in ``namespace`` (None: every namespace), as plain dicts."""

@@ -54,10 +54,6 @@ class ReferenceMap:
         with self._lock:
             return sorted(self._users.get((namespace, kind, name), ()))
 
-    def uses(self, plural: str, namespace: str, name: str) -> frozenset[Reference]:
-        with self._lock:
-            return self._uses.get((plural, namespace, name), frozenset())
-
     def __len__(self) -> int:
         with self._lock:
             return len(self._uses)

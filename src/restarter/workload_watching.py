@@ -194,7 +194,6 @@ class WorkloadWatcher:
             for plural in WORKLOAD_KINDS
             for scope in scopes
         ]
-        self._threads: list[threading.Thread] = []
 
     def _update(self) -> None:
         """in_sync: every stream has listed and none is between a failure and its retry."""
@@ -205,11 +204,9 @@ class WorkloadWatcher:
 
     def start(self) -> WorkloadWatcher:
         for stream in self.streams:
-            thread = threading.Thread(
+            threading.Thread(
                 target=stream.run, name=f"watch-{stream.plural}-{stream.scope}", daemon=True
-            )
-            thread.start()
-            self._threads.append(thread)
+            ).start()
         return self
 
     def stop(self) -> None:
