@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,8 +49,27 @@ def classify(source: Mapping[str, Any], remembered: str | None = None) -> tuple[
     return (Change.UNCHANGED if recorded == current else Change.CHANGED), current
 
 
-def stamp_patch(kind: str, name: str, seen: dt.datetime, request: WindowRequest) -> dict[str, Any]:
-    """Strategic merge patch marking a workload as pending for the named source.
+def change_id(metadata: Mapping[str, Any], current: str) -> tuple[str, bool]:
+    """The id of the change being acted on, and whether it must be recorded on the source.
+
+    A change whose fan-out began before (the source's change annotation holds the same
+    checksum) keeps the id it began with, even if the source was updated since without a
+    data change; otherwise the id is the source's resourceVersion now.
+    """
+    begun = ((metadata.get("annotations") or {}).get(keys.CHANGE) or "").split(" ")
+    if len(begun) == 2 and begun[1] == current and begun[0]:
+        return begun[0], False
+    return str(metadata.get("resourceVersion") or ""), True
+
+
+def begin_change_patch(change: str, current: str) -> dict[str, Any]:
+    return {"metadata": {"annotations": {keys.CHANGE: f"{change} {current}"}}}
+
+
+def stamp_patch(
+    kind: str, name: str, seen: dt.datetime, request: WindowRequest, change: str | None = None
+) -> dict[str, Any]:
+    """Strategic merge patch marking a workload as pending for one change of the named source.
 
     The same request sets the pending label (so kopf's label-selected watch sees the
     workload) and adds our finalizer (``finalizers`` merges as a set under a strategic
@@ -61,7 +81,9 @@ def stamp_patch(kind: str, name: str, seen: dt.datetime, request: WindowRequest)
             "finalizers": [keys.FINALIZER],
             "annotations": {
                 keys.pending_key(kind, name): str(int(seen.timestamp())),
-                keys.window_key(kind, name): request.to_mark(f"{SOURCE_KINDS[kind]}/{name}"),
+                keys.window_key(kind, name): request.to_mark(
+                    f"{SOURCE_KINDS[kind]}/{name}", change
+                ),
             },
         }
     }
@@ -89,7 +111,8 @@ def label_repair(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def checksum_patch(value: str) -> dict[str, Any]:
-    return {"metadata": {"annotations": {keys.CHECKSUM: value}}}
+    """The checksum recorded; the change annotation (if any) dropped: the change is done."""
+    return {"metadata": {"annotations": {keys.CHECKSUM: value, keys.CHANGE: None}}}
 
 
 @dataclass(frozen=True)
@@ -99,6 +122,7 @@ class Mark:
     token: str
     since: int | None
     window: str | None
+    change: str | None = None
 
 
 _MARK_SLOTS = ((keys.PENDING_RESTART + "/", "since"), (keys.RESTART_AT + "/", "window"))
@@ -112,8 +136,30 @@ def pending_marks(annotations: Mapping[str, str] | None) -> list[Mark]:
                 tokens.setdefault(key[len(prefix) :], {})[slot] = value
     marks = []
     for token, slots in sorted(tokens.items()):
-        marks.append(Mark(token, epoch_seconds(slots.get("since")), slots.get("window")))
+        window = slots.get("window")
+        change = None if window is None else windows.change_of_mark(window)
+        marks.append(Mark(token, epoch_seconds(slots.get("since")), window, change))
     return marks
+
+
+#: Entries kept in restarted-for: more than the sources any workload uses.
+_MAX_RECORDED = 64
+
+
+def restarted_for(annotations: Mapping[str, str] | None) -> dict[str, str]:
+    """The changes (mark token → change id) restarter's restarts of a workload satisfied."""
+    try:
+        recorded = json.loads((annotations or {}).get(keys.RESTARTED_FOR) or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(recorded, dict):
+        return {}
+    return {k: v for k, v in recorded.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def satisfied(mark: Mark, recorded: Mapping[str, str]) -> bool:
+    """True when the workload already restarted for the very change this mark is for."""
+    return mark.change is not None and recorded.get(mark.token) == mark.change
 
 
 def has_pending(annotations: Mapping[str, str] | None) -> bool:
@@ -138,6 +184,7 @@ class Action(enum.Enum):
     PAUSED = "paused"
     INVALID = "invalid"
     OPTED_OUT = "opted-out"  # clear the marks, restart nothing
+    SATISFIED = "satisfied"  # every mark is for a change already restarted for: clear them
 
 
 @dataclass(frozen=True)
@@ -173,6 +220,14 @@ def decide_restart(
     if opted_out(annotations):
         return RestartDecision(
             Action.OPTED_OUT, patch=clear_patch(annotations, metadata), sources=sources
+        )
+    # A mark stamped again for a change this workload already restarted for (a fan-out
+    # resumed after a crash, or retried after a refused stamp) asks for nothing.
+    recorded = restarted_for(annotations)
+    marks = [mark for mark in marks if not satisfied(mark, recorded)]
+    if not marks:
+        return RestartDecision(
+            Action.SATISFIED, patch=clear_patch(annotations, metadata), sources=sources
         )
     requested: list[Window] = []
     problems: list[str] = []
@@ -230,9 +285,20 @@ def clear_patch(annotations: Mapping[str, str], metadata: Mapping[str, Any]) -> 
 def restart_patch(
     annotations: Mapping[str, str], metadata: Mapping[str, Any], now: dt.datetime
 ) -> dict[str, Any]:
-    """restartedAt on the pod template, restart-ts, marks, label, finalizer: one request."""
+    """restartedAt on the pod template, restart-ts, marks, label, finalizer: one request.
+
+    The changes the marks were for are added to restarted-for, so a mark stamped again for
+    one of them is cleared, not restarted for a second time.
+    """
     patch = clear_patch(annotations, metadata)
     patch["metadata"]["annotations"][keys.RESTART_TS] = str(int(now.timestamp()))
+    now_for = {mark.token: mark.change for mark in pending_marks(annotations) if mark.change}
+    earlier = [item for item in restarted_for(annotations).items() if item[0] not in now_for]
+    recorded = dict(earlier[: max(0, _MAX_RECORDED - len(now_for))]) | now_for
+    if recorded:
+        patch["metadata"]["annotations"][keys.RESTARTED_FOR] = json.dumps(
+            recorded, sort_keys=True, separators=(",", ":")
+        )
     return {
         **patch,
         "spec": {

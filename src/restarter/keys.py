@@ -19,6 +19,13 @@ RESTART_AT_LABEL = "restart-at"
 #: Annotation on a source: ``sha256:<hex>`` of its data when restarter last acted on it.
 CHECKSUM = f"{PREFIX}/checksum"
 
+#: Annotation on a source while restarter is stamping its dependents for a change:
+#: ``<change id> sha256:<hex>``. The id is the source's resourceVersion when the change
+#: was first seen; a fan-out cut short by a crash is resumed under the same id, so the
+#: dependents that already restarted for it are not restarted again. Removed when the
+#: checksum is recorded.
+CHANGE = f"{PREFIX}/change"
+
 #: Annotation on a source labelled ``restart-at=cron``: 5-field cron of the window starts.
 CRON = f"{PREFIX}/cron"
 
@@ -50,6 +57,11 @@ PENDING_LABEL = f"{PREFIX}/pending"
 
 #: Annotation on a workload: epoch seconds of restarter's last restart of it.
 RESTART_TS = f"{PREFIX}/restart-ts"
+
+#: Annotation on a workload: JSON ``{"<mark token>": "<change id>"}``, the changes of each
+#: source that restarter's restarts of it satisfied. A mark for a change listed here is
+#: cleared without a restart. Change ids are resourceVersions: they reveal nothing of data.
+RESTARTED_FOR = f"{PREFIX}/restarted-for"
 
 #: Pod-template annotation that ``kubectl rollout restart`` writes; a change rolls the pods.
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"

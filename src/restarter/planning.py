@@ -36,7 +36,8 @@ DUE = "due"  # a window is open: the operator's next tick restarts it
 PAUSED = "paused"  # a paused Deployment: a due restart waits until it is resumed
 OPTED_OUT = "opted-out"  # restarter.io/ignore: the operator drops the marks, restarts nothing
 INVALID = "invalid"  # this mark cannot be read; it never triggers a restart
-STATES = (WAITING, DUE, PAUSED, OPTED_OUT, INVALID)
+DONE = "done"  # already restarted for this very change: the operator drops the mark
+STATES = (WAITING, DUE, PAUSED, OPTED_OUT, INVALID, DONE)
 
 
 @dataclass(frozen=True)
@@ -116,10 +117,12 @@ def workload_rows(
         return []
     reads = [_read(mark, defaults) for mark in decisions.pending_marks(annotations)]
     last = decisions.last_restart(annotations, now)
+    recorded = decisions.restarted_for(annotations)
+    done = {read.mark.token for read in reads if decisions.satisfied(read.mark, recorded)}
     restarts = {
         read.source: next_restart(read.request.window(), now, last)
         for read in reads
-        if read.request is not None
+        if read.request is not None and read.mark.token not in done
     }
     # Ties go to the first source by name, so the note is stable.
     restarted_by = min(sorted(restarts), key=lambda source: restarts[source], default=None)
@@ -133,6 +136,9 @@ def workload_rows(
         if opted_out:
             state = OPTED_OUT
             notes.append(f"{keys.IGNORE} is true: the marks are dropped, nothing restarts")
+        elif read.mark.token in done:
+            state = DONE
+            notes.append("already restarted for this change: the mark is dropped")
         elif read.request is None:
             state = INVALID
         elif paused:
@@ -154,7 +160,9 @@ def workload_rows(
                 else dt.datetime.fromtimestamp(read.mark.since, dt.UTC),
                 window=None if read.request is None else read.request.describe(),
                 timezone=None if read.request is None else read.request.timezone,
-                next_restart=None if opted_out or read.request is None else restart_at,
+                next_restart=None
+                if opted_out or read.request is None or state == DONE
+                else restart_at,
                 state=state,
                 notes=tuple(notes),
             )

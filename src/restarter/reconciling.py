@@ -103,7 +103,14 @@ def reconcile_source(
         )
         return
 
-    patch = decisions.stamp_patch(kind, name, now, request)
+    # The change gets an id before the first stamp, kept on the source until the checksum
+    # is recorded: a fan-out repeated after a crash stamps under the same id, and a
+    # dependent that already restarted for it clears that mark instead of restarting.
+    change_id, begin = decisions.change_id(metadata, current)
+    if begin:
+        api.patch_source(kind, namespace, name, decisions.begin_change_patch(change_id, current))
+    patch = decisions.stamp_patch(kind, name, now, request, change_id)
+    token = keys.source_token(kind, name)
 
     def stamp(dependent: tuple[str, str]) -> dict[str, Any] | Exception | None:
         try:
@@ -116,7 +123,7 @@ def reconcile_source(
     # Logs and Events stay in this thread: kopf's posting needs the handler's context.
     with ThreadPoolExecutor(max_workers=STAMP_CONCURRENCY) as pool:
         outcomes = list(pool.map(stamp, targets))
-    stamped, failed = [], []
+    stamped, failed, done_before = [], [], []
     for (plural, dependent), workload in zip(targets, outcomes, strict=True):
         label = f"{WORKLOAD_KINDS[plural]} {dependent}"
         if isinstance(workload, Exception):
@@ -125,8 +132,11 @@ def reconcile_source(
             continue
         if workload is None:
             continue  # deleted since the reference map saw it
-        stamped.append(label)
         annotations = workload.get("metadata", {}).get("annotations") or {}
+        if decisions.restarted_for(annotations).get(token) == change_id:
+            done_before.append(label)  # its timer clears the mark; nothing restarts
+            continue
+        stamped.append(label)
         when = next_restart(window, now, decisions.last_restart(annotations, now))
         _event(
             workload,
@@ -147,6 +157,11 @@ def reconcile_source(
         f"in window {request.describe()} "
         f"(next start {_when(window.next_start(now), request.timezone)})"
         + (f": {', '.join(stamped)}" if stamped else "")
+        + (
+            f"; {len(done_before)} already restarted for this change: {', '.join(done_before)}"
+            if done_before
+            else ""
+        )
     )
     logger.info(message)
     _event(source, type="Normal", reason="ChangeDetected", message=message)
@@ -180,8 +195,8 @@ def restart_if_due(
     decision = decisions.decide_restart(workload, settings, now)
     if decision.action is Action.WAIT and decision.next_start and decision.next_start > now:
         memo["waiting"] = (metadata.get("resourceVersion"), decision.next_start)
-    if decision.action is Action.OPTED_OUT:
-        _clear_opted_out(plural, workload, decision, api, memo, logger)
+    if decision.action in (Action.OPTED_OUT, Action.SATISFIED):
+        _clear(plural, workload, decision, api, memo, logger)
         return
     reported = memo.setdefault("reported_problems", set())
     for problem in decision.problems:
@@ -219,7 +234,7 @@ def restart_if_due(
     _event(restarted, type="Normal", reason="Restarted", message=message)
 
 
-def _clear_opted_out(
+def _clear(
     plural: str,
     workload: Mapping[str, Any],
     decision: decisions.RestartDecision,
@@ -227,7 +242,8 @@ def _clear_opted_out(
     memo: MutableMapping[str, Any],
     logger: logging.Logger | logging.LoggerAdapter[Any],
 ) -> None:
-    """A workload opted out while pending: drop its marks, restart nothing."""
+    """Opted out while pending, or pending only for changes already restarted for: drop
+    the marks, restart nothing."""
     metadata = workload["metadata"]
     try:
         cleared = api.patch_workload(
@@ -238,10 +254,14 @@ def _clear_opted_out(
     if cleared is None:
         return
     memo[RELEASED] = True
-    message = (
-        f"{keys.IGNORE}=true: pending restart for {', '.join(decision.sources)} dropped; "
-        "nothing restarted"
-    )
+    sources = ", ".join(decision.sources)
+    if decision.action is Action.OPTED_OUT:
+        message = f"{keys.IGNORE}=true: pending restart for {sources} dropped; nothing restarted"
+    else:
+        message = (
+            f"already restarted for the change of {sources} it was marked for again; "
+            "mark dropped, nothing restarted"
+        )
     logger.info(message)
     _event(cleared, type="Normal", reason="RestartSkipped", message=message)
 

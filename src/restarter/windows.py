@@ -95,9 +95,11 @@ class WindowRequest:
             return f"cron '{self.cron}' {self.timezone} ({length} long)"
         return f"{self.at.replace('_', ', ')} {self.timezone} ({length} long)"
 
-    def to_mark(self, source: str) -> str:
-        """The mark's value on a workload: compact JSON naming the source too."""
+    def to_mark(self, source: str, change: str | None = None) -> str:
+        """The mark's value on a workload: compact JSON naming the source (and its change)."""
         value: dict[str, str] = {"source": source, "at": self.at}
+        if change is not None:
+            value["change"] = change
         if self.at != NOW:
             value |= {"timezone": self.timezone, "length": format_length(self.length)}
         if self.cron is not None:
@@ -171,12 +173,21 @@ def from_mark(value: str, default_zone: str, default_length: dt.timedelta) -> Wi
     return request
 
 
-def source_of_mark(value: str) -> str | None:
-    """The ``Kind/name`` a mark names, if it is one of ours in JSON form."""
+def _mark_field(value: str, name: str) -> str | None:
     if not value.startswith("{"):
         return None
     try:
-        source = json.loads(value).get("source")
+        field = json.loads(value).get(name)
     except (ValueError, AttributeError):
         return None
-    return source if isinstance(source, str) else None
+    return field if isinstance(field, str) else None
+
+
+def source_of_mark(value: str) -> str | None:
+    """The ``Kind/name`` a mark names, if it is one of ours in JSON form."""
+    return _mark_field(value, "source")
+
+
+def change_of_mark(value: str) -> str | None:
+    """The id of the source's change a mark is for; None for marks written before ids."""
+    return _mark_field(value, "change")
