@@ -12,7 +12,7 @@ from typing import Any
 from restarter import keys, windows
 from restarter.checksums import checksum
 from restarter.references import SOURCE_KINDS
-from restarter.schedule import ScheduleError, Window, earliest, is_due
+from restarter.schedule import Immediately, ScheduleError, Window, earliest, is_due
 from restarter.settings import Settings
 from restarter.windows import WindowRequest
 
@@ -194,6 +194,11 @@ class RestartDecision:
     next_start: dt.datetime | None = None
     sources: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()
+    due: dt.datetime | None = None
+    """When the restart became due: the start of the open occurrence (for ``now``, when the
+    change was seen); pacing lets the earliest due go first."""
+    closes: dt.datetime | None = None
+    """When the last open window closes; None for ``now`` (it never closes)."""
 
 
 def last_restart(annotations: Mapping[str, str], now: dt.datetime) -> dt.datetime | None:
@@ -229,21 +234,23 @@ def decide_restart(
         return RestartDecision(
             Action.SATISFIED, patch=clear_patch(annotations, metadata), sources=sources
         )
-    requested: list[Window] = []
+    requested: list[tuple[Mark, Window]] = []
     problems: list[str] = []
     for mark in marks:
         try:
-            requested.append(mark_window(mark, settings).window())
+            requested.append((mark, mark_window(mark, settings).window()))
         except ScheduleError as error:
             problems.append(f"{mark.token}: {error}")
     if not requested:
         return RestartDecision(Action.INVALID, sources=sources, problems=tuple(problems))
-    next_start = earliest(requested, now).next_start(now)
+    next_start = earliest([window for _, window in requested], now).next_start(now)
     last = last_restart(annotations, now)
-    if not any(is_due(window, now, last) for window in requested):
+    open_now = [(mark, window) for mark, window in requested if is_due(window, now, last)]
+    if not open_now:
         return RestartDecision(
             Action.WAIT, next_start=next_start, sources=sources, problems=tuple(problems)
         )
+    due, closes = _due_and_closes(open_now, now)
     if (workload.get("spec") or {}).get("paused"):
         return RestartDecision(
             Action.PAUSED, next_start=next_start, sources=sources, problems=tuple(problems)
@@ -254,7 +261,29 @@ def decide_restart(
         next_start=next_start,
         sources=sources,
         problems=tuple(problems),
+        due=due,
+        closes=closes,
     )
+
+
+def _due_and_closes(
+    open_now: list[tuple[Mark, Window]], now: dt.datetime
+) -> tuple[dt.datetime, dt.datetime | None]:
+    """The earliest instant the workload became due; the latest its open windows close."""
+    starts: list[dt.datetime] = []
+    ends: list[dt.datetime | None] = []
+    for mark, window in open_now:
+        occurrence = window.occurrence_at(now)
+        assert occurrence is not None  # is_due said it is open
+        if isinstance(window, Immediately):
+            seen = mark.since
+            starts.append(now if seen is None else dt.datetime.fromtimestamp(seen, dt.UTC))
+            ends.append(None)
+        else:
+            starts.append(occurrence.start)
+            ends.append(occurrence.end)
+    closes = None if None in ends else max(end for end in ends if end is not None)
+    return min(starts), closes
 
 
 def clear_patch(annotations: Mapping[str, str], metadata: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,13 +12,9 @@ import kubernetes
 from restarter import keys
 from restarter.decisions import has_pending
 from restarter.kube import Api
-from restarter.reconciling import (
-    RELEASED,
-    already_seen,
-    reconcile_source,
-    repair_label,
-    restart_if_due,
-)
+from restarter.observing import PacerSweeper, WorkloadObserver
+from restarter.pacing import Pacer
+from restarter.reconciling import RELEASED, already_seen, reconcile_source, restart_when_due
 from restarter.reference_map import ReferenceMap
 from restarter.references import SOURCE_KINDS, WORKLOAD_KINDS
 from restarter.releasing import FinalizerReleaser, ReleaseFailed
@@ -41,12 +37,10 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     seen_checksums: dict[tuple[str, str, str], str] = {}
     reference_map = ReferenceMap()
-    watcher = WorkloadWatcher(
-        api,
-        reference_map,
-        settings.namespaces,
-        lambda plural, body: repair_label(plural, body, api),
-    )
+    # A due workload that stops asking for a slot for over two ticks leaves the queue.
+    pacer = Pacer(settings.pacing, stale_after=2.5 * settings.timer_interval)
+    watcher = WorkloadWatcher(api, reference_map, settings.namespaces, WorkloadObserver(api, pacer))
+    sweeper = PacerSweeper(api, pacer)
 
     @kopf.on.login(registry=registry, id="login")
     def login(**kwargs: Any) -> Any:
@@ -62,6 +56,7 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
         thousands of them waiting in memory together.
         """
         watcher.start()
+        sweeper.start()
         if not watcher.in_sync.wait(STARTUP_SYNC_TIMEOUT):
             logger.warning(
                 f"workloads not listed after {STARTUP_SYNC_TIMEOUT:g}s; changes of sources "
@@ -69,7 +64,7 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
             )
 
     for plural in WORKLOAD_KINDS:
-        _register_workload(registry, plural, settings, api)
+        _register_workload(registry, plural, settings, api, pacer)
 
     for kind in SOURCE_KINDS:
         _register_source(registry, kind, settings, api, reference_map, watcher, seen_checksums)
@@ -81,6 +76,7 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
         Their marks stay; the next start re-adds the finalizer with the timer.
         """
         watcher.stop()
+        sweeper.stop()
         apps = kubernetes.client.AppsV1Api(api.client)
         try:
             released = FinalizerReleaser(apps, settings.namespaces, logger.debug).release_all()
@@ -94,7 +90,7 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
 
 
 def _register_workload(
-    registry: kopf.OperatorRegistry, plural: str, settings: Settings, api: Api
+    registry: kopf.OperatorRegistry, plural: str, settings: Settings, api: Api, pacer: Pacer
 ) -> None:
     @kopf.timer(
         "apps",
@@ -106,9 +102,10 @@ def _register_workload(
         labels={keys.PENDING_LABEL: kopf.PRESENT},
         when=lambda annotations, memo, **_: has_pending(annotations) and not memo.get(RELEASED),
     )
-    def pending_restart(body: Any, memo: Any, logger: Any, **_: Any) -> None:
-        """A workload with pending marks: restart it when its window is open."""
-        restart_if_due(plural, body, settings, api, dt.datetime.now(dt.UTC), memo, logger)
+    async def pending_restart(body: Any, memo: Any, logger: Any, **_: Any) -> None:
+        """A workload with pending marks: restart it when its window is open and pacing
+        lets it start."""
+        await restart_when_due(plural, body, settings, api, pacer, memo, logger)
 
 
 def _register_source(

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
 import kubernetes
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from restarter.references import CLIENT_STEMS
+from restarter import metrics
+from restarter.references import CLIENT_STEMS, WORKLOAD_KINDS
 
 MERGE_PATCH = "application/merge-patch+json"
 #: Workloads are built-in types: a strategic merge patch can add to and remove from
@@ -45,15 +47,28 @@ def load_client() -> kubernetes.client.ApiClient:
     return kubernetes.client.ApiClient(configuration)
 
 
-def retrying(call: Callable[[], T]) -> T:
+#: Answers that are outcomes, not errors: gone (404), changed meanwhile (409).
+EXPECTED = frozenset({404, 409})
+
+
+def count_error(verb: str, error: Exception) -> None:
+    """One failed request in restarter_api_errors_total (status 0: no answer)."""
+    status = error.status if isinstance(error, ApiException) else 0
+    if status not in EXPECTED:
+        metrics.API_ERRORS.labels(verb, str(status)).inc()
+
+
+def retrying(call: Callable[[], T], verb: str) -> T:
     """Retry transient failures (throttling, 5xx, dropped connections) with back-off."""
     for attempt in range(1, ATTEMPTS + 1):
         try:
             return call()
         except ApiException as error:
+            count_error(verb, error)
             if error.status not in RETRIABLE or attempt == ATTEMPTS:
                 raise
-        except urllib3.exceptions.HTTPError:
+        except urllib3.exceptions.HTTPError as error:
+            count_error(verb, error)
             if attempt == ATTEMPTS:
                 raise
         time.sleep(0.25 * 2**attempt)
@@ -96,6 +111,37 @@ class Api:
         method = getattr(self._apps, f"patch_namespaced_{CLIENT_STEMS[plural]}")
         return self._patch(method, namespace, name, patch, STRATEGIC_MERGE_PATCH)
 
+    def post_event(
+        self, plural: str, namespace: str, name: str, uid: str, event: Mapping[str, str]
+    ) -> None:
+        """An Event on a workload from outside kopf's handlers (``type``, ``reason``,
+        ``message``), shown by ``kubectl describe`` like kopf's own."""
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body: Any = {
+            "metadata": {"generateName": f"{name}.", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": "apps/v1",
+                "kind": WORKLOAD_KINDS[plural],
+                "name": name,
+                "namespace": namespace,
+                "uid": uid,
+            },
+            "type": event["type"],
+            "reason": event["reason"],
+            "message": event["message"][:1024],
+            "source": {"component": "restarter"},
+            "reportingComponent": "restarter",
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        retrying(
+            lambda: self._core.create_namespaced_event(
+                namespace, body, _request_timeout=REQUEST_TIMEOUT
+            ),
+            "create",
+        )
+
     def read_workload(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         """A Deployment, StatefulSet or DaemonSet as it is now, or None if it is gone."""
         method = getattr(self._apps, f"read_namespaced_{CLIENT_STEMS[plural]}")
@@ -103,7 +149,8 @@ class Api:
             found = retrying(
                 lambda: method(
                     name, namespace, _request_timeout=REQUEST_TIMEOUT, _preload_content=False
-                )
+                ),
+                "get",
             )
         except ApiException as error:
             if error.status == 404:
@@ -122,7 +169,7 @@ class Api:
     def list_workloads(self, plural: str, namespace: str | None) -> list[dict[str, Any]]:
         """Every workload of a kind in ``namespace`` (None: every namespace), as plain dicts."""
         namespaces = (namespace,) if namespace else ()
-        listings = retrying(lambda: self._list_workloads(plural, namespaces))
+        listings = retrying(lambda: self._list_workloads(plural, namespaces), "list")
         return [item for listing in listings for item in self._plain(listing).get("items", [])]
 
     def list_page(
@@ -134,7 +181,7 @@ class Api:
         if continue_token:
             options["_continue"] = continue_token
         response = retrying(
-            lambda: self._lister(plural, namespace)(**options, _preload_content=False)
+            lambda: self._lister(plural, namespace)(**options, _preload_content=False), "list"
         )
         return self._plain(response)
 
@@ -174,7 +221,8 @@ class Api:
                     _content_type=content_type,
                     _request_timeout=REQUEST_TIMEOUT,
                     _preload_content=False,
-                )
+                ),
+                "patch",
             )
         except ApiException as error:
             if error.status == 404:

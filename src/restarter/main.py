@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import kopf
 
-from restarter import keys, plan_command, releasing
+from restarter import keys, leadership, metrics, plan_command, releasing
 from restarter import settings as settings_module
 from restarter.handlers import build_registry
 from restarter.kube import Api, load_client
@@ -69,12 +69,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"restarter: {error}", file=sys.stderr)
         return 2
     _configure_logging(settings)
+    limits = settings.pacing
     logging.getLogger("restarter").info(
         f"starting: timezone {settings.timezone}, window length {settings.window_length}, "
         f"timer every {settings.timer_interval:g}s, namespaces "
-        f"{', '.join(settings.namespaces) or 'all'}"
+        f"{', '.join(settings.namespaces) or 'all'}; pacing: "
+        f"{limits.max_in_flight or 'no limit'} in flight, "
+        f"{limits.max_per_minute or 'no limit'} per minute, "
+        f"rollout timeout {settings.rollout_timeout}"
     )
-    api = Api(load_client())
+    client = load_client()
+    if settings.metrics_port:
+        metrics.serve(settings.metrics_port)
+    if settings.leader_election:
+        leadership.lead(settings.lease_namespace, settings.lease_name, settings.liveness_endpoint)
+    else:
+        metrics.LEADER.set(1)
+    api = Api(client)
     kopf.run(
         registry=build_registry(settings, api),
         settings=kopf_settings(settings),

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
+import time
 from collections.abc import Iterable, Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 import kopf
 
-from restarter import decisions, keys, windows
+from restarter import decisions, keys, metrics, pacing, windows
 from restarter.decisions import Action, Change
 from restarter.kube import Api, Conflict
 from restarter.references import SOURCE_KINDS, WORKLOAD_KINDS
@@ -27,6 +29,9 @@ RELEASED = "released"
 
 #: Stamps in flight at once for one change (below kube.POOL_SIZE connections).
 STAMP_CONCURRENCY = 16
+
+#: Seconds between a waiting restart's requests for a pacing slot.
+PACING_POLL = 0.5
 
 
 def _event(obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
@@ -50,7 +55,9 @@ def already_seen(
     metadata = source["metadata"]
     key = (kind, metadata["namespace"], metadata["name"])
     change, current = decisions.classify(source, seen.get(key))
-    if change is Change.UNCHANGED:
+    # seen holds a checksum only once it is recorded on the source: a body older than
+    # that record (an event of our own change annotation) is not a new change.
+    if change is Change.UNCHANGED or seen.get(key) == current:
         seen[key] = current
         return True
     return False
@@ -90,6 +97,7 @@ def reconcile_source(
     except ScheduleError as error:
         message = f"{error}; no restart is scheduled"
         logger.warning(message)
+        metrics.INVALID_WINDOWS.labels(SOURCE_KINDS[kind]).inc()
         _warn(source, reason="InvalidWindow", message=message)
         if change is Change.BASELINE:
             record_checksum()
@@ -137,6 +145,7 @@ def reconcile_source(
             done_before.append(label)  # its timer clears the mark; nothing restarts
             continue
         stamped.append(label)
+        metrics.STAMPED.labels(WORKLOAD_KINDS[plural]).inc()
         when = next_restart(window, now, decisions.last_restart(annotations, now))
         _event(
             workload,
@@ -152,6 +161,7 @@ def reconcile_source(
         _warn(source, reason="StampFailed", message=message)
         return
     record_checksum()
+    metrics.CHANGES.labels(SOURCE_KINDS[kind]).inc()
     message = (
         f"data changed; {len(stamped)} dependent workload(s) scheduled for restart "
         f"in window {request.describe()} "
@@ -167,37 +177,34 @@ def reconcile_source(
     _event(source, type="Normal", reason="ChangeDetected", message=message)
 
 
-def restart_if_due(
+def _key(plural: str, workload: Mapping[str, Any]) -> pacing.Key:
+    return pacing.key_of(plural, workload)
+
+
+def _decide(
     plural: str,
     workload: Mapping[str, Any],
     settings: Settings,
-    api: Api,
     now: dt.datetime,
     memo: MutableMapping[str, Any],
+    pacer: pacing.Pacer,
     logger: logging.Logger | logging.LoggerAdapter[Any],
-    reread_on_conflict: bool = True,
-) -> None:
-    """One timer tick on a pending workload: restart in one patch, or say why not.
-
-    The patch is conditional on the resourceVersion read; when the workload changed
-    meanwhile (a status update, a new mark), it is read again and decided once more at
-    once, so a busy workload does not miss a short window.
-    """
+) -> decisions.RestartDecision | None:
+    """The decision of one tick, with what it reports; None when nothing is to be sent."""
     if memo.get(RELEASED):
-        return
+        return None
     metadata = workload["metadata"]
-    namespace, name = metadata["namespace"], metadata["name"]
     # A workload waiting for a window that has not started, unchanged since the tick that
     # found so, needs no new decision: thousands of pending workloads tick every interval.
     waiting = memo.get("waiting")
     if waiting and waiting[0] == metadata.get("resourceVersion") and now < waiting[1]:
-        return
+        return None
     decision = decisions.decide_restart(workload, settings, now)
+    if decision.action is not Action.RESTART:
+        pacer.withdraw(_key(plural, workload))
+        _report_deferral(plural, workload, decision, now, memo, logger)
     if decision.action is Action.WAIT and decision.next_start and decision.next_start > now:
         memo["waiting"] = (metadata.get("resourceVersion"), decision.next_start)
-    if decision.action in (Action.OPTED_OUT, Action.SATISFIED):
-        _clear(plural, workload, decision, api, memo, logger)
-        return
     reported = memo.setdefault("reported_problems", set())
     for problem in decision.problems:
         if problem not in reported:
@@ -210,28 +217,163 @@ def restart_if_due(
             message = "restart due but the Deployment is paused; it stays pending until resumed"
             logger.info(message)
             _event(workload, type="Normal", reason="RestartDeferred", message=message)
-        return
+        return None
     memo.pop("reported_paused", None)
-    if decision.action is not Action.RESTART:
+    if decision.action in (Action.RESTART, Action.OPTED_OUT, Action.SATISFIED):
+        return decision
+    return None
+
+
+def _report_deferral(
+    plural: str,
+    workload: Mapping[str, Any],
+    decision: decisions.RestartDecision,
+    now: dt.datetime,
+    memo: MutableMapping[str, Any],
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+) -> None:
+    """A window closed while pacing held the restart back: say so once, and why."""
+    refused = memo.get("refused")
+    if not refused or now < refused[0]:
         return
+    del memo["refused"]
+    if decision.action is not Action.WAIT:
+        return
+    upcoming = (
+        f"; next window opens {decision.next_start.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC"
+        if decision.next_start
+        else ""
+    )
+    message = (
+        f"window closed before pacing let the restart start ({refused[1]}); still pending{upcoming}"
+    )
+    logger.info(message)
+    _event(workload, type="Normal", reason="RestartDeferred", message=message)
+    metrics.RESTARTS.labels(WORKLOAD_KINDS[plural], "deferred").inc()
+
+
+async def restart_when_due(
+    plural: str,
+    workload: Mapping[str, Any],
+    settings: Settings,
+    api: Api,
+    pacer: pacing.Pacer,
+    memo: MutableMapping[str, Any],
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+) -> None:
+    """One timer tick on a pending workload: restart in one patch, or say why not.
+
+    A due restart first asks the pacer for a slot, polling for up to one timer interval
+    (earliest due first); a window that closes meanwhile leaves it pending, and the first
+    tick after the close posts ``RestartDeferred``. The patch is conditional on the
+    resourceVersion read; when the workload changed meanwhile it is read again and
+    decided once more at once, so a busy workload does not miss a short window.
+    """
+    now = dt.datetime.now(dt.UTC)
+    decision = _decide(plural, workload, settings, now, memo, pacer, logger)
+    if decision is None:
+        return
+    if decision.action is not Action.RESTART:
+        await asyncio.to_thread(_clear, plural, workload, decision, api, memo, logger)
+        return
+    key = _key(plural, workload)
+    if not await _slot(key, decision, settings, pacer, memo):
+        return
+    restarted: Mapping[str, Any] | None = None
+    try:
+        # Waiting for the slot took time: decide again at the instant the patch is sent.
+        now = dt.datetime.now(dt.UTC)
+        decision = decisions.decide_restart(workload, settings, now)
+        if decision.action is Action.RESTART:
+            restarted = await asyncio.to_thread(
+                _send_restart, plural, workload, decision, settings, api, now, memo, logger
+            )
+    finally:
+        if restarted is None:
+            pacer.abandoned(key)
+        else:
+            pacer.started(key, pacing.uid_of(restarted), float(int(now.timestamp())))
+
+
+async def _slot(
+    key: pacing.Key,
+    decision: decisions.RestartDecision,
+    settings: Settings,
+    pacer: pacing.Pacer,
+    memo: MutableMapping[str, Any],
+) -> bool:
+    """True when the pacer lets this restart start; False after one interval, or when
+    its window closes, remembering why for the deferral notice."""
+    assert decision.due is not None
+    due = decision.due.timestamp()
+    give_up = time.monotonic() + settings.timer_interval
+    while (why := pacer.try_start(key, due, time.time())) is not None:
+        now = dt.datetime.now(dt.UTC)
+        if decision.closes is not None:
+            memo["refused"] = (decision.closes, why)
+            if now >= decision.closes:
+                pacer.withdraw(key)
+                return False
+        if time.monotonic() >= give_up:
+            return False  # the next tick asks again, keeping its place by due time
+        await asyncio.sleep(PACING_POLL)
+    memo.pop("refused", None)
+    return True
+
+
+def _send_restart(
+    plural: str,
+    workload: Mapping[str, Any],
+    decision: decisions.RestartDecision,
+    settings: Settings,
+    api: Api,
+    now: dt.datetime,
+    memo: MutableMapping[str, Any],
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+) -> Mapping[str, Any] | None:
+    """The restart patch; on a conflict one fresh read and decision. The restarted body."""
+    metadata = workload["metadata"]
+    namespace, name = metadata["namespace"], metadata["name"]
+    kind = WORKLOAD_KINDS[plural]
     try:
         restarted = api.patch_workload(plural, namespace, name, decision.patch)
     except Conflict:
-        fresh = api.read_workload(plural, namespace, name) if reread_on_conflict else None
+        fresh = api.read_workload(plural, namespace, name)
         if fresh is None:
+            return None
+        decision = decisions.decide_restart(fresh, settings, now)
+        if decision.action in (Action.OPTED_OUT, Action.SATISFIED):
+            _clear(plural, fresh, decision, api, memo, logger)
+            return None
+        if decision.action is not Action.RESTART:
+            return None
+        try:
+            restarted = api.patch_workload(plural, namespace, name, decision.patch)
+        except Conflict:
             logger.info("changed while deciding; deciding again on the next tick")
-            return
-        restart_if_due(plural, fresh, settings, api, now, memo, logger, reread_on_conflict=False)
-        return
+            return None
+        workload = fresh
+    except Exception:
+        metrics.RESTARTS.labels(kind, "failed").inc()
+        raise
     if restarted is None:
-        return
+        return None
     memo[RELEASED] = True
+    metrics.RESTARTS.labels(kind, "restarted").inc()
+    seen = [
+        mark.since
+        for mark in decisions.pending_marks((workload["metadata"].get("annotations")) or {})
+        if mark.since is not None
+    ]
+    if seen:
+        metrics.CHANGE_TO_RESTART.observe(max(0.0, now.timestamp() - min(seen)))
     message = (
         f"restarted in window (pending for {', '.join(decision.sources)}); "
         f"restartedAt {now.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
     )
     logger.info(message)
     _event(restarted, type="Normal", reason="Restarted", message=message)
+    return restarted
 
 
 def _clear(
@@ -254,6 +396,7 @@ def _clear(
     if cleared is None:
         return
     memo[RELEASED] = True
+    metrics.RESTARTS.labels(WORKLOAD_KINDS[plural], "skipped").inc()
     sources = ", ".join(decision.sources)
     if decision.action is Action.OPTED_OUT:
         message = f"{keys.IGNORE}=true: pending restart for {sources} dropped; nothing restarted"

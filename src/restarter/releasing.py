@@ -46,7 +46,7 @@ def _say(message: str) -> None:
 def _api_call(step: str, call: Callable[[], T]) -> T:
     """Run one request (transient failures retried); turn an API error into ReleaseFailed."""
     try:
-        return kube.retrying(call)
+        return kube.retrying(call, "request")
     except ApiException as error:
         raise _failure(step, error) from None
 
@@ -78,7 +78,8 @@ class Releaser:
                     {"spec": {"replicas": 0}},
                     _content_type=kube.MERGE_PATCH,
                     _request_timeout=kube.REQUEST_TIMEOUT,
-                )
+                ),
+                "patch",
             )
         except ApiException as error:
             if error.status != 404:
@@ -191,7 +192,8 @@ class FinalizerReleaser:
                     patch,
                     _content_type=JSON_PATCH,
                     _request_timeout=kube.REQUEST_TIMEOUT,
-                )
+                ),
+                "patch",
             )
         except ApiException as error:
             if error.status == 404:

@@ -8,6 +8,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from restarter.pacing import Limits
 from restarter.schedule import ScheduleError, parse_length, parse_zone
 
 
@@ -41,6 +42,34 @@ class Settings:
     log_format: str = "plain"
     """``plain`` or ``json`` (``RESTARTER_LOG_FORMAT``)."""
 
+    max_in_flight: int = 10
+    """Restarts whose rollout is not complete, at most; 0: no limit
+    (``RESTARTER_MAX_IN_FLIGHT``)."""
+
+    max_per_minute: int = 30
+    """Restarts started in any minute, at most; 0: no limit (``RESTARTER_MAX_PER_MINUTE``)."""
+
+    rollout_timeout: dt.timedelta = dt.timedelta(minutes=10)
+    """An incomplete rollout holds its slot this long, then a Warning frees it
+    (``RESTARTER_ROLLOUT_TIMEOUT``)."""
+
+    metrics_port: int = 0
+    """Port of the Prometheus ``/metrics`` endpoint; 0: none (``RESTARTER_METRICS_PORT``)."""
+
+    leader_election: bool = False
+    """Act only while holding a Lease, so that replicas can stand by
+    (``RESTARTER_LEADER_ELECTION``: ``true``)."""
+
+    lease_namespace: str = "default"
+    """Namespace of the Lease (``RESTARTER_LEASE_NAMESPACE``, else ``POD_NAMESPACE``)."""
+
+    lease_name: str = "restarter"
+    """Name of the Lease (``RESTARTER_LEASE_NAME``)."""
+
+    @property
+    def pacing(self) -> Limits:
+        return Limits(self.max_in_flight, self.max_per_minute, self.rollout_timeout.total_seconds())
+
     @property
     def zone(self) -> dt.tzinfo:
         return parse_zone(self.timezone)
@@ -72,6 +101,20 @@ def build(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
     parser.add_argument("--liveness", default=env.get("RESTARTER_LIVENESS"))
     parser.add_argument("--log-level", default=env.get("RESTARTER_LOG_LEVEL", "INFO"))
     parser.add_argument("--log-format", default=env.get("RESTARTER_LOG_FORMAT", "plain"))
+    parser.add_argument("--max-in-flight", default=env.get("RESTARTER_MAX_IN_FLIGHT", "10"))
+    parser.add_argument("--max-per-minute", default=env.get("RESTARTER_MAX_PER_MINUTE", "30"))
+    parser.add_argument("--rollout-timeout", default=env.get("RESTARTER_ROLLOUT_TIMEOUT", "10m"))
+    parser.add_argument("--metrics-port", default=env.get("RESTARTER_METRICS_PORT", "0"))
+    parser.add_argument(
+        "--leader-election",
+        action="store_true",
+        default=env.get("RESTARTER_LEADER_ELECTION", "").lower() == "true",
+    )
+    parser.add_argument(
+        "--lease-namespace",
+        default=env.get("RESTARTER_LEASE_NAMESPACE") or env.get("POD_NAMESPACE") or "default",
+    )
+    parser.add_argument("--lease-name", default=env.get("RESTARTER_LEASE_NAME", "restarter"))
     args = parser.parse_args(argv)
 
     namespaces = args.namespaces or [
@@ -100,7 +143,18 @@ def build(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         raise SettingsError(f"log level {args.log_level!r} is not one of {', '.join(LOG_LEVELS)}")
     if args.log_format not in LOG_FORMATS:
         raise SettingsError(f"log format {args.log_format!r} is not plain or json")
+    try:
+        rollout_timeout = parse_length(args.rollout_timeout)
+    except ScheduleError as error:
+        raise SettingsError(f"rollout timeout: {error}") from None
     return Settings(
+        max_in_flight=_count("max in flight", args.max_in_flight),
+        max_per_minute=_count("max per minute", args.max_per_minute),
+        rollout_timeout=rollout_timeout,
+        metrics_port=_port(args.metrics_port),
+        leader_election=args.leader_election,
+        lease_namespace=args.lease_namespace,
+        lease_name=args.lease_name,
         timezone=args.timezone,
         window_length=window_length,
         timer_interval=interval,
@@ -109,3 +163,16 @@ def build(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         log_level=level,
         log_format=args.log_format,
     )
+
+
+def _count(what: str, text: str) -> int:
+    """A limit: a whole number, 0 meaning none."""
+    if not (text.isascii() and text.isdigit()):
+        raise SettingsError(f"{what} {text!r} must be a whole number ≥ 0 (0: no limit)")
+    return int(text)
+
+
+def _port(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) > 65535:
+        raise SettingsError(f"metrics port {text!r} must be 0 (off) or a port up to 65535")
+    return int(text)

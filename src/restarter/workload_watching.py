@@ -14,7 +14,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
@@ -32,8 +32,17 @@ WATCH_TIMEOUT = 300
 #: Seconds to wait after a failed list or watch, doubling up to the maximum.
 RETRY_DELAY, MAX_RETRY_DELAY = 1.0, 30.0
 
-#: Called with (plural, body) for every listed or watched workload that still exists.
-Inspector = Callable[[str, dict[str, Any]], None]
+
+class Inspector(Protocol):
+    """Told of every workload body the streams see, and of what disappears."""
+
+    def observe(self, plural: str, body: dict[str, Any]) -> None:
+        """A listed or watched workload that still exists."""
+
+    def deleted(self, plural: str, namespace: str, name: str) -> None: ...
+
+    def listed(self, plural: str, namespace: str | None, present: set[tuple[str, str]]) -> None:
+        """A complete listing: (namespace, name) of every workload of the kind there."""
 
 
 class Gone(Exception):
@@ -106,6 +115,7 @@ class Stream:
                 log.info(f"{self.plural} in {self.scope}: list expired mid-way; listing again")
                 continue
             change = self.reference_map.replace(self.plural, self.namespace, listed)
+            self.inspect.listed(self.plural, self.namespace, set(listed))
             self.lists += 1
             relisted = (
                 f" (relisted: {len(change.gained)} gained, {len(change.lost)} lost references)"
@@ -123,7 +133,7 @@ class Stream:
             for item in page.get("items") or []:
                 metadata = item["metadata"]
                 listed[metadata["namespace"], metadata["name"]] = references_of(item)
-                self.inspect(self.plural, item)
+                self.inspect.observe(self.plural, item)
             token = page["metadata"].get("continue")
             if not token:
                 return listed, str(page["metadata"]["resourceVersion"])
@@ -155,8 +165,10 @@ class Stream:
                     metadata["name"],
                     references_of(body),
                 )
-                if kind != "DELETED":
-                    self.inspect(self.plural, body)
+                if kind == "DELETED":
+                    self.inspect.deleted(self.plural, metadata["namespace"], metadata["name"])
+                else:
+                    self.inspect.observe(self.plural, body)
                 if self.stopping.is_set():
                     break
         finally:

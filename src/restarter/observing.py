@@ -1,0 +1,87 @@
+"""What the workload streams' bodies feed besides the reference map: the pending label's
+repair, the pacer's view of rollouts, the pending gauge; and the pacer's upkeep thread."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from restarter import decisions, metrics
+from restarter.kube import Api
+from restarter.pacing import Key, Pacer
+from restarter.reconciling import repair_label
+from restarter.references import WORKLOAD_KINDS
+
+log = logging.getLogger(__name__)
+
+#: Seconds between the pacer's sweeps for rollouts past their timeout.
+SWEEP_INTERVAL = 5.0
+
+
+class WorkloadObserver:
+    """The streams' ``Inspector``: every workload body seen, every workload gone."""
+
+    def __init__(self, api: Api, pacer: Pacer) -> None:
+        self.api, self.pacer = api, pacer
+        self.pending = metrics.PendingWorkloads()
+        self._known: dict[tuple[str, str | None], set[tuple[str, str]]] = {}
+        self._lock = threading.Lock()
+
+    def observe(self, plural: str, body: dict[str, Any]) -> None:
+        metadata = body.get("metadata") or {}
+        namespace, name = metadata.get("namespace", ""), metadata.get("name", "")
+        self.pacer.observe(plural, body, time.time())
+        marked = decisions.has_pending(metadata.get("annotations"))
+        self.pending.observe(WORKLOAD_KINDS[plural], namespace, name, marked)
+        repair_label(plural, body, self.api)
+
+    def deleted(self, plural: str, namespace: str, name: str) -> None:
+        self.pacer.forget((plural, namespace, name))
+        self.pending.observe(WORKLOAD_KINDS[plural], namespace, name, False)
+
+    def listed(self, plural: str, namespace: str | None, present: set[tuple[str, str]]) -> None:
+        """Workloads deleted while a stream was not watching are forgotten too."""
+        with self._lock:
+            before = self._known.get((plural, namespace), set())
+            self._known[plural, namespace] = present
+        for gone_namespace, gone_name in before - present:
+            self.deleted(plural, gone_namespace, gone_name)
+
+
+class PacerSweeper:
+    """A daemon thread: frees the slots of rollouts past their timeout, with a Warning
+    Event on each, and keeps the in-flight gauge current."""
+
+    def __init__(self, api: Api, pacer: Pacer) -> None:
+        self.api, self.pacer = api, pacer
+        self.stopping = threading.Event()
+
+    def start(self) -> PacerSweeper:
+        threading.Thread(target=self._run, name="pacer-sweep", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def _run(self) -> None:
+        while not self.stopping.wait(SWEEP_INTERVAL):
+            try:
+                self.sweep_once()
+            except Exception as error:  # the sweeper must outlive one failed Event
+                log.warning(f"pacing sweep: {type(error).__name__}: {error}")
+
+    def sweep_once(self) -> None:
+        for stalled in self.pacer.sweep(time.time()):
+            self._warn(stalled.key, stalled.uid, stalled.restarted_at, stalled.reason)
+        metrics.IN_FLIGHT.set(self.pacer.in_flight())
+
+    def _warn(self, key: Key, uid: str, restarted_at: float, reason: str) -> None:
+        plural, namespace, name = key
+        restarted = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(restarted_at))
+        message = f"restart at {restarted}: {reason}; its pacing slot is freed"
+        log.warning(f"{WORKLOAD_KINDS[plural]} {namespace}/{name}: {message}")
+        metrics.STALLED.labels(WORKLOAD_KINDS[plural]).inc()
+        event = {"type": "Warning", "reason": "RolloutStalled", "message": message}
+        self.api.post_event(plural, namespace, name, uid, event)
