@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds every binary of the local test cluster from official Go modules, once.
-# Output: $RESTARTER_CACHE/k8s-<version>/bin (default ~/.cache/restarter/...).
+# Output: $RESTARTER_CACHE/k8s-<version>/bin (default ~/.cache/restarter/...), and
+# cert-manager's controller in $RESTARTER_CACHE/cert-manager-<version>/bin.
 # A second run finds the binaries and builds nothing.
 set -euo pipefail
 
@@ -44,5 +45,21 @@ if need helm; then
     -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 \
     -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$hminor" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 fi
+
+# cert-manager's controller: built from the pinned module by hack/tools/cert-manager/main.go
+# (the upstream cmd/controller is a module of its own that the proxy does not serve).
+CM_BIN="$CACHE/cert-manager-$CERT_MANAGER_VERSION/bin"
+grep -Eq "github.com/cert-manager/cert-manager $CERT_MANAGER_VERSION( |\$)" "$HERE/tools/cert-manager/go.mod" || {
+  echo "hack/tools/cert-manager/go.mod does not require cert-manager $CERT_MANAGER_VERSION" >&2; exit 1; }
+mkdir -p "$CM_BIN"
+if [[ -x "$CM_BIN/cert-manager-controller" ]]; then
+  echo "cached: $CM_BIN/cert-manager-controller"
+else
+  echo "building: cert-manager-controller"
+  (cd "$HERE/tools/cert-manager" && go build -trimpath -ldflags "-s -w" -o "$CM_BIN/cert-manager-controller.tmp" .)
+  mv "$CM_BIN/cert-manager-controller.tmp" "$CM_BIN/cert-manager-controller"
+fi
+# The CRDs are read from the module at test time; download it now so tests need no network.
+(cd "$HERE/tools/cert-manager" && go mod download "github.com/cert-manager/cert-manager")
 
 echo "$BIN"

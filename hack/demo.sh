@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job, end to end: a local control plane, the operator, a Deployment using a
-# Secret labelled restart-at=<this minute>, a data change, and the scheduled restart.
+# Secret labelled restart-at=<this minute>, a data change, and the scheduled restart; then
+# cert-manager renewing a CA-issued certificate that a Deployment mounts.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -85,6 +86,71 @@ for _ in $(seq 60); do
   sleep 0.5
 done
 KUBECONFIG="$RESTARTER_CLUSTER_DIR/kubeconfig" .venv/bin/restarter plan -n demo
+
+say "cert-manager: a CA-issued certificate, renewed as cmctl renew does, restarts what mounts it"
+.venv/bin/restarter-cluster cert-manager
+kubectl -n demo apply -f - <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: api}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec:
+      containers:
+      - {name: api, image: registry.invalid/api:1, volumeMounts: [{name: tls, mountPath: /tls}]}
+      volumes:
+      - {name: tls, secret: {secretName: api-tls}}
+---
+apiVersion: cert-manager.io/v1
+kind: Issuer
+metadata: {name: selfsigned}
+spec: {selfSigned: {}}
+---
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata: {name: demo-ca}
+spec:
+  isCA: true
+  commonName: demo CA
+  secretName: demo-ca
+  issuerRef: {name: selfsigned, kind: Issuer}
+---
+apiVersion: cert-manager.io/v1
+kind: Issuer
+metadata: {name: ca}
+spec: {ca: {secretName: demo-ca}}
+---
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata: {name: api-tls}
+spec:
+  secretName: api-tls
+  dnsNames: [api.demo.test]
+  issuerRef: {name: ca, kind: Issuer}
+  secretTemplate:
+    labels: {restart-at: "$WINDOW"}
+    annotations: {restarter.io/timezone: UTC}
+YAML
+kubectl -n demo wait --for=condition=Ready certificate/api-tls --timeout=60s
+for _ in $(seq 60); do
+  kubectl -n demo get secret api-tls -o jsonpath='{.metadata.annotations.restarter\.io/checksum}' | grep -q sha256 && break
+  sleep 0.5
+done
+echo "first issuance is the baseline; nothing restarted:"
+kubectl -n demo get replicasets -l app=api
+NOW="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+kubectl -n demo patch certificate api-tls --subresource=status --type=json -p "[{\"op\":\"add\",\"path\":\"/status/conditions/-\",
+  \"value\":{\"type\":\"Issuing\",\"status\":\"True\",\"reason\":\"ManuallyTriggered\",\"message\":\"demo renewal\",\"lastTransitionTime\":\"$NOW\"}}]"
+for _ in $(seq 120); do
+  [[ "$(kubectl -n demo get replicasets -l app=api -o name | wc -l)" -ge 2 ]] && break
+  sleep 0.5
+done
+kubectl -n demo rollout status deployment/api --timeout=90s
+kubectl -n demo get certificaterequests
+kubectl -n demo get replicasets -l app=api
 
 say "events"
 kubectl -n demo get events --sort-by=.lastTimestamp -o custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message \

@@ -36,10 +36,14 @@ def pinned_versions() -> dict[str, str]:
     return versions
 
 
+def cache_root() -> Path:
+    """$RESTARTER_CACHE, or ~/.cache/restarter: where hack/build-cluster-binaries.sh builds."""
+    return Path(os.environ.get("RESTARTER_CACHE", Path.home() / ".cache" / "restarter"))
+
+
 def cache_dir() -> Path:
-    """The directory hack/build-cluster-binaries.sh writes to."""
-    base = Path(os.environ.get("RESTARTER_CACHE", Path.home() / ".cache" / "restarter"))
-    return base / f"k8s-{pinned_versions()['KUBERNETES_VERSION']}" / "bin"
+    """The directory hack/build-cluster-binaries.sh writes the control plane to."""
+    return cache_root() / f"k8s-{pinned_versions()['KUBERNETES_VERSION']}" / "bin"
 
 
 def search_path() -> list[Path]:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from restarter_cluster.binaries import MissingBinaries
+from restarter_cluster.cert_manager import CertManager, CertManagerError
 from restarter_cluster.cluster import STATE_FILE, Cluster, ClusterError, process_alive
 
 DEFAULT_DIR = Path(
@@ -43,7 +44,11 @@ def _down(args: argparse.Namespace) -> int:
     if not (directory / STATE_FILE).exists():
         print(f"nothing running in {directory}")
         return 0
-    Cluster.attach(directory).down()
+    cluster = Cluster.attach(directory)
+    cert_manager = CertManager.attach(cluster)
+    if cert_manager:
+        cert_manager.stop()
+    cluster.down()
     if not args.keep:
         shutil.rmtree(directory, ignore_errors=True)
     print("stopped")
@@ -54,6 +59,20 @@ def _env(args: argparse.Namespace) -> int:
     cluster = Cluster.attach(args.dir)
     for key, value in cluster.env().items():
         print(f"export {key}={value}")
+    return 0
+
+
+def _cert_manager(args: argparse.Namespace) -> int:
+    cluster = Cluster.attach(args.dir)
+    if CertManager.attach(cluster):
+        print("cert-manager already running")
+        return 0
+    started = time.monotonic()
+    running = CertManager(cluster).start()
+    print(
+        f"cert-manager {running.pid} ready in {time.monotonic() - started:.1f}s "
+        f"(CRDs installed, controller log {running.log_path}); `down` stops it"
+    )
     return 0
 
 
@@ -82,10 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     down.set_defaults(run=_down)
     sub.add_parser("env", help="print export KUBECONFIG=...").set_defaults(run=_env)
     sub.add_parser("status", help="show which components run").set_defaults(run=_status)
+    sub.add_parser(
+        "cert-manager", help="install cert-manager's CRDs and start its controller (no webhook)"
+    ).set_defaults(run=_cert_manager)
     args = parser.parse_args(argv)
     try:
         return int(args.run(args))
-    except (MissingBinaries, ClusterError, FileNotFoundError) as error:
+    except (MissingBinaries, ClusterError, CertManagerError, FileNotFoundError) as error:
         print(f"restarter-cluster: {error}", file=sys.stderr)
         return 1
 
