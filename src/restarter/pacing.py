@@ -91,6 +91,9 @@ class Pacer:
         self._reserved: set[Key] = set()  # allowed to start, patch not answered yet
         self._waiting: dict[Key, tuple[float, float]] = {}  # key → (due, last tick)
         self._uids: dict[Key, str] = {}  # of the workloads in flight, for their Events
+        # Restarts whose rollout completed: a later dip in availability (a node lost, a
+        # pod evicted) is not that restart's rollout, and holds no slot.
+        self._completed: dict[Key, float] = {}
         self._stalled: list[Stalled] = []
 
     # --- what the cluster shows --------------------------------------------------------
@@ -110,8 +113,12 @@ class Pacer:
                 return
             if now - restarted < MINUTE:
                 self._starts[key] = max(restarted, self._starts.get(key, 0.0))
+            if self._completed.get(key) == restarted:
+                return
             if state is Progress.COMPLETE or now - restarted >= self.limits.rollout_timeout:
                 self._in_flight.pop(key, None)
+                if now - restarted < self.limits.rollout_timeout:
+                    self._completed[key] = restarted
             elif state is Progress.FAILED:
                 if self._in_flight.pop(key, None) is not None:
                     self._stalled.append(
@@ -131,6 +138,7 @@ class Pacer:
         with self._lock:
             self._in_flight.pop(key, None)
             self._waiting.pop(key, None)
+            self._completed.pop(key, None)
 
     # --- what the timers ask -----------------------------------------------------------
 
@@ -199,6 +207,9 @@ class Pacer:
                     )
             for key in self._uids.keys() - self._in_flight.keys():
                 del self._uids[key]
+            for key, restarted in list(self._completed.items()):
+                if now - restarted >= self.limits.rollout_timeout:
+                    del self._completed[key]
             stalled, self._stalled = self._stalled, []
             return stalled
 
