@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes
+from kubernetes.watch.watch import iter_resp_lines
 
 from restarter import keys
 
@@ -52,6 +53,7 @@ class Ledger:
         self.stamps = 0
         self.restarts = 0
         self.reconnects = 0
+        self.last_error = ""
         self._lock = threading.Lock()
         self._trigger: Trigger | None = None
         self._stop = threading.Event()
@@ -136,30 +138,53 @@ class Ledger:
                     for item in parsed.get("items") or []:
                         self._record(item)
                     resource_version = parsed["metadata"]["resourceVersion"]
-                watch = kubernetes.watch.Watch()
-                for event in watch.stream(
-                    self.apps.list_namespaced_deployment,
+                response = self.apps.list_namespaced_deployment(
                     self.namespace,
+                    watch=True,
                     resource_version=resource_version,
                     allow_watch_bookmarks=True,
                     timeout_seconds=60,
-                    deserialize=False,
-                ):
-                    body = event["object"]
-                    resource_version = body["metadata"]["resourceVersion"]
-                    if event["type"] in ("ADDED", "MODIFIED"):
-                        self._record(body)
-                    if self._stop.is_set():
-                        watch.stop()
+                    _preload_content=False,
+                    _request_timeout=(5, 90),
+                )
+                try:
+                    for line in iter_resp_lines(response):
+                        if not line:
+                            continue
+                        event = json.loads(line)
+                        body = event.get("object") or {}
+                        if event.get("type") == "ERROR":
+                            # 410: the history is gone, list again; anything else: retry.
+                            if body.get("code") == 410:
+                                resource_version = None
+                            break
+                        resource_version = body["metadata"]["resourceVersion"]
+                        if event["type"] in ("ADDED", "MODIFIED"):
+                            self._record(body)
+                        if self._stop.is_set():
+                            return
+                finally:
+                    response.release_conn()
             except kubernetes.client.exceptions.ApiException as error:
                 self.reconnects += 1
                 if error.status == 410:
                     resource_version = None
                 else:
                     time.sleep(0.3)
-            except Exception:  # the apiserver is down or the connection dropped: resume
+            except Exception as error:  # the apiserver is down or the connection dropped
+                self.last_error = repr(error)
                 self.reconnects += 1
                 time.sleep(0.3)
+
+
+def eventually(predicate: Callable[[], Any], timeout: float) -> bool:
+    """Whether ``predicate`` came true within ``timeout`` seconds (polled each second)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(1.0)
+    return False
 
 
 def report(fault: str, figures: dict[str, Any]) -> None:

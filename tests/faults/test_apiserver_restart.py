@@ -35,7 +35,7 @@ import pytest
 from restarter import keys
 from restarter_cluster.cluster import Cluster
 from tests.conftest import Operator, wait_for
-from tests.faults.ledger import RESTART, STAMP, Ledger, report, seed_from_env
+from tests.faults.ledger import RESTART, STAMP, Ledger, eventually, report, seed_from_env
 from tests.faults.test_sigkill_fan_out import DEPENDENTS, create_dependents, replica_sets_per_owner
 from tests.integration.factories import secret, window_hours_away, window_open_now
 from tests.integration.test_operator_restarts import baseline, change_data
@@ -131,16 +131,6 @@ class Supervisor:
         return "".join(
             path.read_text(errors="replace") for path in sorted(self.log_dir.glob("operator-*.log"))
         )
-
-
-def eventually(predicate: Callable[[], Any], timeout: float) -> bool:
-    """Whether ``predicate`` came true within ``timeout`` seconds (polled each second)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(1.0)
-    return False
 
 
 def supervised(supervisor: Supervisor, predicate: Callable[[], Any]) -> Callable[[], Any]:

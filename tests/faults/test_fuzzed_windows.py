@@ -105,7 +105,19 @@ annotations = st.fixed_dictionaries(
     {}, optional={keys.CRON: crons, keys.TIMEZONE: zones, keys.WINDOW_LENGTH: lengths}
 )
 cron_requests = st.tuples(st.just("cron"), st.fixed_dictionaries({keys.CRON: crons}))
-requests = st.one_of(st.tuples(label_values, annotations), cron_requests)
+# Mostly what a careful user types, so the stamping and timer paths see fuzzed windows too.
+daily = st.builds(lambda h, m: f"{h:02d}.{m:02d}", st.integers(0, 23), st.integers(0, 59))
+careful_requests = st.tuples(
+    st.one_of(daily, st.lists(daily, min_size=2, max_size=3).map("_".join), st.just("now")),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            keys.TIMEZONE: st.sampled_from(pytz.all_timezones),
+            keys.WINDOW_LENGTH: st.sampled_from(["3s", "30m", "1h", "90m", "2h30m", "24h"]),
+        },
+    ),
+)
+requests = st.one_of(st.tuples(label_values, annotations), cron_requests, careful_requests)
 
 
 @dataclass
