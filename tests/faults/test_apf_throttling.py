@@ -217,7 +217,6 @@ def test_throttled_with_429s_every_stamp_and_restart_still_lands(
     rejected = rejected_requests(cluster, level) - rejected_before
     made = len(settled) + (unsettled is not None)
     restarts = {f"app-{i:02d}": ledger.restarts_of(f"app-{i:02d}") for i in range(DEPENDENTS)}
-    replica_sets = replica_sets_per_owner(apps, namespace)
     report(
         "API Priority and Fairness 429s",
         {
@@ -241,6 +240,11 @@ def test_throttled_with_429s_every_stamp_and_restart_still_lands(
     assert token not in log
     assert rejected > 0, "no request of the operator was throttled"
     assert all(len(values) == CHANGES for values in restarts.values()), restarts
-    assert set(replica_sets.values()) == {CHANGES + 1}, replica_sets
+    # kube-controller-manager creates the ReplicaSets on its own time: wait for them.
+    wait_for(
+        lambda: set(replica_sets_per_owner(apps, namespace).values()) == {CHANGES + 1},
+        60,
+        message=f"{CHANGES + 1} ReplicaSets per Deployment",
+    )
     annotations = core.read_namespaced_secret("db", namespace).metadata.annotations
     assert set(annotations) == {keys.CHECKSUM}, json.dumps(sorted(annotations))

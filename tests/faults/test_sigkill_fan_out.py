@@ -161,7 +161,6 @@ def test_sigkill_at_random_points_of_fan_outs_restarts_every_dependent_once_per_
             running.stop()
 
     restarts = {name_of(i): ledger.restarts_of(name_of(i)) for i in range(DEPENDENTS)}
-    replica_sets = replica_sets_per_owner(apps, namespace)
     revisions = {
         body.metadata.name: int(body.metadata.annotations["deployment.kubernetes.io/revision"])
         for body in apps.list_namespaced_deployment(namespace).items
@@ -186,5 +185,10 @@ def test_sigkill_at_random_points_of_fan_outs_restarts_every_dependent_once_per_
     assert not [r for r in rounds if r["doubled"] or r["lost"] or r["left_pending"]], rounds
     assert all(len(values) == ROUNDS for values in restarts.values()), restarts
     # What a user checks: one ReplicaSet and one revision per restart, plus the first.
-    assert set(replica_sets.values()) == {ROUNDS + 1}, replica_sets
+    # kube-controller-manager creates the ReplicaSets on its own time: wait for them.
+    wait_for(
+        lambda: set(replica_sets_per_owner(apps, namespace).values()) == {ROUNDS + 1},
+        60,
+        message=f"{ROUNDS + 1} ReplicaSets per Deployment",
+    )
     assert set(revisions.values()) == {ROUNDS + 1}, revisions
