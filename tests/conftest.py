@@ -22,8 +22,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if "tests/integration/" in str(item.fspath).replace(os.sep, "/"):
+        path = str(item.fspath).replace(os.sep, "/")
+        if "tests/integration/" in path or "tests/faults/" in path:
             item.add_marker(pytest.mark.cluster)
+        if "tests/faults/" in path:
+            item.add_marker(pytest.mark.faults)
 
 
 def wait_for(

@@ -3,6 +3,7 @@ scheduler and kwok with simulated nodes. All state lives in one directory."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -105,6 +106,22 @@ class Cluster:
         self.pids.clear()
         if (self.directory / STATE_FILE).exists():
             self._save()
+
+    def stop_apiserver(self, graceful: bool = True) -> None:
+        """Stop kube-apiserver only (SIGTERM, or SIGKILL when not graceful); etcd and the
+        other components keep running and reconnect once it is started again."""
+        pid = self.pids.pop("kube-apiserver")
+        if not graceful:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        _terminate(pid)
+        self._save()
+
+    def start_apiserver(self, timeout: float = 60.0) -> None:
+        """Start kube-apiserver again on the same port, certificates and etcd; wait for /readyz."""
+        certs = pki.paths(self.pki_dir)
+        self._start("kube-apiserver", self._apiserver_args(binaries.locate(), certs))
+        self._wait_apiserver(time.monotonic() + timeout)
 
     def _save(self) -> None:
         state = {

@@ -114,10 +114,9 @@ def _write_cert(path: Path, cert: x509.Certificate) -> None:
     path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
 
-def generate(directory: Path) -> Pki:
-    """Write a fresh CA, apiserver serving pair, admin client pair and SA signing key."""
-    directory.mkdir(parents=True, exist_ok=True)
-    pki = Pki(
+def paths(directory: Path) -> Pki:
+    """Where ``generate`` writes each file in ``directory`` (read again on a restart)."""
+    return Pki(
         ca_cert=directory / "ca.crt",
         ca_key=directory / "ca.key",
         serving_cert=directory / "apiserver.crt",
@@ -127,6 +126,12 @@ def generate(directory: Path) -> Pki:
         sa_key=directory / "sa.key",
         sa_pub=directory / "sa.pub",
     )
+
+
+def generate(directory: Path) -> Pki:
+    """Write a fresh CA, apiserver serving pair, admin client pair and SA signing key."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pki = paths(directory)
     ca_key = _key()
     ca_name = _name("restarter-local-ca")
     _write_key(pki.ca_key, ca_key)
