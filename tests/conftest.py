@@ -116,7 +116,8 @@ class Operator:
         self.kubeconfig = kubeconfig or cluster.kubeconfig
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> Operator:
+    def start(self, ready: str = "Initial authentication has finished") -> Operator:
+        """Start; return once the log shows ``ready`` (kopf's start, or a standby's line)."""
         environment = {**os.environ, "KUBECONFIG": str(self.kubeconfig), **self.env}
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
@@ -127,7 +128,7 @@ class Operator:
                 cwd=REPO,
             )
         wait_for(
-            lambda: "Initial authentication has finished" in self.log() or self._died(),
+            lambda: ready in self.log() or self._died(),
             30,
             message="operator start",
         )

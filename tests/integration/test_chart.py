@@ -200,15 +200,35 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def run_as_chart(cluster: Cluster, release: str, tmp_path: Path) -> tuple[Operator, int]:
-    """The chart's command, args and env, run here with the ServiceAccount's token."""
+def _chart_env(container: dict[str, Any], pod: str) -> dict[str, str]:
+    """The container's env as the kubelet sets it for pod ``pod`` in restarter-system."""
+    fields = {"metadata.name": pod, "metadata.namespace": "restarter-system"}
+    return {
+        item["name"]: item["value"]
+        if "value" in item
+        else fields[item["valueFrom"]["fieldRef"]["fieldPath"]]
+        for item in container["env"]
+    }
+
+
+def run_as_chart(
+    cluster: Cluster,
+    release: str,
+    tmp_path: Path,
+    pod: str = "restarter-0",
+    ready: str = "Initial authentication has finished",
+) -> tuple[Operator, int]:
+    """The chart's command, args and env, run here with the ServiceAccount's token; its
+    own liveness and metrics ports, so that replicas can run side by side."""
     container = _chart_container(cluster, release)
-    env = {item["name"]: item["value"] for item in container["env"]}
+    env = _chart_env(container, pod)
     env["RESTARTER_TIMER_INTERVAL"] = "1"
+    env["RESTARTER_METRICS_PORT"] = str(_free_port())
     port = _free_port()
     args = [*container["args"], "--liveness", f"http://127.0.0.1:{port}/healthz"]
     kubeconfig = _token_kubeconfig(cluster, f"{release}-restarter", tmp_path / "sa-kubeconfig")
-    return Operator(cluster, tmp_path / "operator.log", args, env, kubeconfig).start(), port
+    log = tmp_path / f"{pod}.log"
+    return Operator(cluster, log, args, env, kubeconfig).start(ready), port
 
 
 def _stamped_and_restarted(core: Core, apps: Apps, namespace: str) -> None:

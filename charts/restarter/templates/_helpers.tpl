@@ -50,3 +50,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   resources: [events]
   verbs: [create]
 {{- end -}}
+
+
+{{/* True when the replicas elect the acting one through a Lease. */}}
+{{- define "restarter.leaderElection" -}}
+{{- if or .Values.leaderElection.enabled (gt (int .Values.replicaCount) 1) }}true{{ end -}}
+{{- end -}}
