@@ -257,13 +257,19 @@ def decide_restart(
         )
     return RestartDecision(
         Action.RESTART,
-        patch=restart_patch(annotations, metadata, now),
+        patch=restart_patch(annotations, metadata, now, _restarted_at_of(workload)),
         next_start=next_start,
         sources=sources,
         problems=tuple(problems),
         due=due,
         closes=closes,
     )
+
+
+def _restarted_at_of(workload: Mapping[str, Any]) -> str | None:
+    template = ((workload.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    value = (template.get("annotations") or {}).get(keys.RESTARTED_AT)
+    return value if isinstance(value, str) else None
 
 
 def _due_and_closes(
@@ -312,7 +318,10 @@ def clear_patch(annotations: Mapping[str, str], metadata: Mapping[str, Any]) -> 
 
 
 def restart_patch(
-    annotations: Mapping[str, str], metadata: Mapping[str, Any], now: dt.datetime
+    annotations: Mapping[str, str],
+    metadata: Mapping[str, Any],
+    now: dt.datetime,
+    previous: str | None = None,
 ) -> dict[str, Any]:
     """restartedAt on the pod template, restart-ts, marks, label, finalizer: one request.
 
@@ -332,11 +341,17 @@ def restart_patch(
         **patch,
         "spec": {
             "template": {
-                "metadata": {
-                    "annotations": {
-                        keys.RESTARTED_AT: now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                    }
-                }
+                "metadata": {"annotations": {keys.RESTARTED_AT: restarted_at(now, previous)}}
             }
         },
     }
+
+
+def restarted_at(now: dt.datetime, previous: str | None) -> str:
+    """restartedAt for a restart at ``now``: RFC 3339 seconds, as kubectl writes it, one
+    second later when the pod template already carries that value (two restarts within a
+    second), or the template would not change and nothing would roll."""
+    value = now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if value == previous:
+        value = (now + dt.timedelta(seconds=1)).astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return value

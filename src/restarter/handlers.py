@@ -27,6 +27,10 @@ SOURCE_RESOURCES = {"secret": "secrets", "configmap": "configmaps"}
 
 #: Seconds between checks of whether the reference map is in sync, while a change waits.
 SYNC_POLL = 0.1
+#: Seconds at most before a timer tick that failed is tried again.
+TIMER_BACKOFF = 10.0
+#: Seconds before a change whose stamp was refused is stamped again, doubling up to the max.
+STAMP_RETRY_DELAY, MAX_STAMP_RETRY_DELAY = 2.0, 60.0
 #: Seconds start-up waits for the first listing of every workload stream before kopf
 #: starts watching anyway (its source handlers then wait for the listing themselves).
 STARTUP_SYNC_TIMEOUT = 300.0
@@ -99,6 +103,8 @@ def _register_workload(
         id=f"pending_restart_{plural}",
         registry=registry,
         interval=settings.timer_interval,
+        # A failed tick (the apiserver away) is tried again soon, not after kopf's 60 s.
+        backoff=min(settings.timer_interval, TIMER_BACKOFF),
         labels={keys.PENDING_LABEL: kopf.PRESENT},
         when=lambda annotations, memo, **_: has_pending(annotations) and not memo.get(RELEASED),
     )
@@ -135,10 +141,34 @@ def _register_source(
         if already_seen(kind, body, seen_checksums):
             return  # the common case at start-up: no thread hop, no body held for long
         metadata = body["metadata"]
-        dependents = reference_map.dependents(metadata["namespace"], kind, metadata["name"])
-        now = dt.datetime.now(dt.UTC)
-        # The flow blocks on API calls: a thread, with this handler's context (kopf's
-        # Event posting needs it).
-        await asyncio.to_thread(
-            reconcile_source, kind, body, dependents, settings, api, now, logger, seen_checksums
-        )
+        namespace, name = metadata["namespace"], metadata["name"]
+        source: Any = body
+        delay = STAMP_RETRY_DELAY
+        while True:
+            dependents = reference_map.dependents(namespace, kind, name)
+            now = dt.datetime.now(dt.UTC)
+            # The flow blocks on API calls: a thread, with this handler's context (kopf's
+            # Event posting needs it).
+            done = await asyncio.to_thread(
+                reconcile_source,
+                kind,
+                source,
+                dependents,
+                settings,
+                api,
+                now,
+                logger,
+                seen_checksums,
+            )
+            if done:
+                return
+            # A refused stamp: try again, from the source as it is then, until it lands.
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MAX_STAMP_RETRY_DELAY)
+            source = await asyncio.to_thread(api.read_source, kind, namespace, name)
+            if source is None or keys.RESTART_AT_LABEL not in (
+                source["metadata"].get("labels") or {}
+            ):
+                return  # deleted or unlabelled meanwhile: nothing to restart for
+            if already_seen(kind, source, seen_checksums):
+                return

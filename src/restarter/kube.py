@@ -22,6 +22,10 @@ MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 RETRIABLE = frozenset({429, 500, 502, 503, 504})
 ATTEMPTS = 4
+#: Throttled (429, API Priority and Fairness) requests are tried longer: the server says
+#: when to come back (Retry-After), and giving up would leave a stamp or restart undone.
+THROTTLED_ATTEMPTS = 12
+MAX_DELAY = 10.0
 #: (connect, read) seconds: a half-open connection must not hold a worker thread forever.
 REQUEST_TIMEOUT = (5, 30)
 #: HTTP connections kept open: one per kopf worker thread (main.py, max_workers) and the
@@ -58,21 +62,30 @@ def count_error(verb: str, error: Exception) -> None:
         metrics.API_ERRORS.labels(verb, str(status)).inc()
 
 
+def _retry_after(error: ApiException) -> float:
+    value = (error.headers or {}).get("Retry-After", "")
+    return float(value) if value.isascii() and value.isdigit() else 0.0
+
+
 def retrying(call: Callable[[], T], verb: str) -> T:
     """Retry transient failures (throttling, 5xx, dropped connections) with back-off."""
-    for attempt in range(1, ATTEMPTS + 1):
+    attempt = 0
+    while True:
+        attempt += 1
+        delay = min(MAX_DELAY, 0.25 * 2**attempt)
         try:
             return call()
         except ApiException as error:
             count_error(verb, error)
-            if error.status not in RETRIABLE or attempt == ATTEMPTS:
+            limit = THROTTLED_ATTEMPTS if error.status == 429 else ATTEMPTS
+            if error.status not in RETRIABLE or attempt >= limit:
                 raise
+            delay = min(MAX_DELAY, max(delay, _retry_after(error)))
         except urllib3.exceptions.HTTPError as error:
             count_error(verb, error)
-            if attempt == ATTEMPTS:
+            if attempt >= ATTEMPTS:
                 raise
-        time.sleep(0.25 * 2**attempt)
-    raise AssertionError("unreachable")
+        time.sleep(delay)
 
 
 class Api:
@@ -141,6 +154,25 @@ class Api:
             ),
             "create",
         )
+
+    def read_source(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Secret or ConfigMap as it is now (held in memory only), or None if gone."""
+        method = {
+            "secret": self._core.read_namespaced_secret,
+            "configmap": self._core.read_namespaced_config_map,
+        }[kind]
+        try:
+            found = retrying(
+                lambda: method(
+                    name, namespace, _request_timeout=REQUEST_TIMEOUT, _preload_content=False
+                ),
+                "get",
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return self._plain(found)
 
     def read_workload(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         """A Deployment, StatefulSet or DaemonSet as it is now, or None if it is gone."""

@@ -72,8 +72,10 @@ def reconcile_source(
     now: dt.datetime,
     logger: logging.Logger | logging.LoggerAdapter[Any],
     seen: MutableMapping[tuple[str, str, str], str],
-) -> None:
+) -> bool:
     """Stamp every dependent first, record the checksum second: a crash repeats, never loses.
+
+    False when a stamp failed: the checksum is not recorded and the caller tries again.
 
     ``kind`` is ``secret`` or ``configmap``; ``dependents`` are (resource plural, name)
     pairs; ``seen`` maps (kind, namespace, name) to the checksum recorded in this run.
@@ -89,7 +91,7 @@ def reconcile_source(
 
     if change is Change.UNCHANGED:
         seen[kind, namespace, name] = current
-        return
+        return True
     try:
         request = windows.from_source(
             metadata, settings.timezone, settings.window_length, settings.min_window_length
@@ -101,7 +103,7 @@ def reconcile_source(
         _warn(source, reason="InvalidWindow", message=message)
         if change is Change.BASELINE:
             record_checksum()
-        return
+        return True
     window = request.window()
     if change is Change.BASELINE:
         record_checksum()
@@ -109,7 +111,7 @@ def reconcile_source(
             f"first sight: recorded the checksum; restarts follow data changes "
             f"in window {request.describe()}"
         )
-        return
+        return True
 
     # The change gets an id before the first stamp, kept on the source until the checksum
     # is recorded: a fan-out repeated after a crash stamps under the same id, and a
@@ -155,11 +157,11 @@ def reconcile_source(
             f"{request.describe()} (next restart {_when(when, request.timezone)})",
         )
     if failed:
-        # The checksum stays unrecorded, so the next event or re-list of this source
-        # stamps again; the stamps that succeeded are idempotent.
+        # The checksum stays unrecorded and the caller stamps again; the stamps that
+        # succeeded are idempotent, and a dependent restarted meanwhile drops the mark.
         message = f"could not schedule the restart of {', '.join(failed)}; will retry"
         _warn(source, reason="StampFailed", message=message)
-        return
+        return False
     record_checksum()
     metrics.CHANGES.labels(SOURCE_KINDS[kind]).inc()
     message = (
@@ -175,6 +177,7 @@ def reconcile_source(
     )
     logger.info(message)
     _event(source, type="Normal", reason="ChangeDetected", message=message)
+    return True
 
 
 def _key(plural: str, workload: Mapping[str, Any]) -> pacing.Key:

@@ -192,3 +192,14 @@ def test_plan_times_a_workload_by_the_marks_still_asking() -> None:
         "Secret/db": (planning.DONE, None),
         "Secret/api": (planning.WAITING, dt.datetime(2026, 12, 2, 9, 0, tzinfo=dt.UTC)),
     }
+
+
+def test_a_second_restart_within_the_same_second_still_changes_the_pod_template() -> None:
+    body = workload({"db": window("03.00")})
+    body["spec"]["template"] = {
+        "metadata": {"annotations": {keys.RESTARTED_AT: "2026-12-02T03:20:00Z"}}
+    }
+    decision = decide_restart(body, SETTINGS, NOW)
+    template = decision.patch["spec"]["template"]["metadata"]["annotations"]
+    assert template[keys.RESTARTED_AT] == "2026-12-02T03:20:01Z"
+    assert decision.patch["metadata"]["annotations"][keys.RESTART_TS] == str(int(NOW.timestamp()))
