@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import report
+from bench import pacing, report
 from bench.audit import AuditLog
 from bench.control_plane import AuditedCluster, api_client
 from bench.loading import Objects
@@ -116,6 +116,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["pacing"]:
+        return pacing.main(argv[1:])
     if argv[:1] == ["report"]:
         paths = [Path(p) for p in argv[1:]] or [DOCS / "benchmarks.json"]
         report.write(report.merge([json.loads(p.read_text()) for p in paths]), DOCS)

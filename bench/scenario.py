@@ -297,7 +297,10 @@ def _process(harness: Harness, plan: Plan, operator: str, run: int) -> OperatorP
         }
     log_path = stem.with_suffix(".log")
     if operator == RESTARTER:
+        # Pacing off: these phases measure how fast restarter can go (bench/run pacing
+        # measures it paced).
         args = ["--namespace", NAMESPACE, "--timer-interval", f"{plan.timer_interval:g}"]
+        args += ["--max-in-flight", "0", "--max-per-minute", "0"]
         return OperatorProcess.module(harness.cluster, "restarter", args, log_path, env)
     if operator == RELOADER:
         if plan.reloader_binary is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
@@ -62,6 +63,42 @@ def count_error(verb: str, error: Exception) -> None:
         metrics.API_ERRORS.labels(verb, str(status)).inc()
 
 
+class Concurrency:
+    """How many of restarter's requests may be open at once: halved on each 429, grown
+    back by one per ``limit`` answers (additive increase, multiplicative decrease), so a
+    throttled operator settles at what API Priority and Fairness lets it have instead of
+    retrying its whole stamping pool against a full queue."""
+
+    def __init__(self, limit: int) -> None:
+        self.ceiling = limit
+        self.limit = float(limit)
+        self.open = 0
+        self._changed = threading.Condition()
+
+    def __enter__(self) -> Concurrency:
+        with self._changed:
+            self._changed.wait_for(lambda: self.open < max(1, int(self.limit)))
+            self.open += 1
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        with self._changed:
+            self.open -= 1
+            self._changed.notify()
+
+    def answered(self, throttled: bool) -> None:
+        with self._changed:
+            if throttled:
+                self.limit = max(1.0, self.limit / 2)
+            else:
+                self.limit = min(float(self.ceiling), self.limit + 1 / self.limit)
+            self._changed.notify_all()
+
+
+#: Shared by every request restarter itself sends (kopf's own requests are kopf's).
+CONCURRENCY = Concurrency(POOL_SIZE)
+
+
 def _retry_after(error: ApiException) -> float:
     value = (error.headers or {}).get("Retry-After", "")
     return float(value) if value.isascii() and value.isdigit() else 0.0
@@ -74,9 +111,13 @@ def retrying(call: Callable[[], T], verb: str) -> T:
         attempt += 1
         delay = min(MAX_DELAY, 0.25 * 2**attempt)
         try:
-            return call()
+            with CONCURRENCY:
+                result = call()
+            CONCURRENCY.answered(throttled=False)
+            return result
         except ApiException as error:
             count_error(verb, error)
+            CONCURRENCY.answered(throttled=error.status == 429)
             limit = THROTTLED_ATTEMPTS if error.status == 429 else ATTEMPTS
             if error.status not in RETRIABLE or attempt >= limit:
                 raise

@@ -29,6 +29,7 @@ import yaml
 from restarter import keys
 from restarter_cluster.cluster import Cluster
 from tests.conftest import Operator, wait_for
+from tests.faults import NO_PACING
 from tests.faults.ledger import Ledger, eventually, report
 from tests.faults.test_sigkill_fan_out import (
     DEPENDENTS,
@@ -46,7 +47,7 @@ Apps = kubernetes.client.AppsV1Api
 CHANGES = 3
 SETTLE = 3.0
 #: Seconds a change may take to be stamped and restarted everywhere while throttled.
-SETTLE_TIMEOUT = 60.0
+SETTLE_TIMEOUT = 120.0
 SERVICE_ACCOUNT = "restarter"
 
 
@@ -182,7 +183,7 @@ def test_throttled_with_429s_every_stamp_and_restart_still_lands(
     )
     core.create_namespaced_secret(namespace, secret("db", {"password": "v0"}, "now"))
     create_dependents(apps, namespace, "db")
-    args = ["--namespace", namespace, "--timer-interval", "1"]
+    args = ["--namespace", namespace, "--timer-interval", "1", *NO_PACING]
     rejected_before = rejected_requests(cluster, level)
     settled: list[float] = []
     unsettled: int | None = None

@@ -35,6 +35,7 @@ import pytest
 from restarter import keys
 from restarter_cluster.cluster import Cluster
 from tests.conftest import Operator, wait_for
+from tests.faults import NO_PACING
 from tests.faults.ledger import RESTART, STAMP, Ledger, eventually, report, seed_from_env
 from tests.faults.test_sigkill_fan_out import DEPENDENTS, create_dependents, replica_sets_per_owner
 from tests.integration.factories import secret, window_hours_away, window_open_now
@@ -84,6 +85,7 @@ class Supervisor:
             "1",
             "--liveness",
             f"http://127.0.0.1:{self.port}/healthz",
+            *NO_PACING,
         ]
         self.starts = 0
         self.exits: list[int] = []

@@ -36,6 +36,7 @@ from restarter import settings as restarter_settings
 from restarter.schedule import ScheduleError
 from restarter_cluster.cluster import Cluster
 from tests.conftest import Operator, wait_for
+from tests.faults import NO_PACING
 from tests.faults.ledger import Ledger, report, seed_from_env
 from tests.integration.factories import deployment, encoded, secret
 
@@ -47,7 +48,7 @@ TARGETS = 10
 #: Secret names the dependents declare: more than the examples, for hypothesis' extras.
 DECLARED = 400
 SETTLE = 4.0
-OPERATOR_ARGS = ("--timer-interval", "1")
+OPERATOR_ARGS = ("--timer-interval", "1", *NO_PACING)
 
 # -- what a user could type ---------------------------------------------------------------
 

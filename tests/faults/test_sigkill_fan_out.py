@@ -29,6 +29,7 @@ import kubernetes
 from restarter import keys
 from restarter_cluster.cluster import Cluster
 from tests.conftest import Operator, wait_for
+from tests.faults import NO_PACING
 from tests.faults.ledger import Ledger, report, seed_from_env
 from tests.integration.factories import deployment, env_from_secret, secret
 from tests.integration.test_operator_restarts import baseline, change_data
@@ -99,7 +100,7 @@ def test_sigkill_at_random_points_of_fan_outs_restarts_every_dependent_once_per_
         60,
         message="a ReplicaSet per Deployment",
     )
-    args = ["--namespace", namespace, "--timer-interval", "1"]
+    args = ["--namespace", namespace, "--timer-interval", "1", *NO_PACING]
     starts = 0
 
     def start_operator() -> Operator:
