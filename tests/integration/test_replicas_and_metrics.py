@@ -64,12 +64,18 @@ def test_the_metrics_port_is_on_the_pod_and_the_service(cluster: Cluster) -> Non
     assert {"name": "metrics", "containerPort": 9090} in container["ports"]
 
 
-def test_one_replica_has_no_lease_no_budget_and_never_runs_two_at_once(cluster: Cluster) -> None:
+def test_one_replica_has_no_lease_rules_no_budget_and_never_runs_two_at_once(
+    cluster: Cluster,
+) -> None:
     found = kinds(cluster)
     assert "PodDisruptionBudget" not in found
     rendered = objects_of(helm(cluster, "template", "t", str(CHART)).stdout)
-    roles = [doc for doc in rendered if doc["kind"] == "Role"]
-    assert roles == []  # cluster mode: the ClusterRole only
+    assert not any(
+        "leases" in rule["resources"]
+        for doc in rendered
+        if doc["kind"] in ("Role", "ClusterRole")
+        for rule in doc["rules"]
+    )
     operator = next(doc for doc in rendered if doc["kind"] == "Deployment")
     assert operator["spec"]["strategy"] == {"type": "Recreate"}
 
@@ -80,7 +86,11 @@ def test_two_replicas_get_a_budget_the_lease_rules_and_a_rolling_update(cluster:
     )
     [budget] = [doc for doc in rendered if doc["kind"] == "PodDisruptionBudget"]
     assert budget["spec"]["minAvailable"] == 1
-    [role] = [doc for doc in rendered if doc["kind"] == "Role"]
+    [role] = [
+        doc
+        for doc in rendered
+        if doc["kind"] == "Role" and doc["metadata"]["name"] == "t-restarter-lease"
+    ]
     assert role["metadata"]["namespace"] == "ops"
     assert role["rules"] == [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
