@@ -34,15 +34,18 @@ def wait_for(
     timeout: float = 60.0,
     interval: float = 0.3,
     message: str = "condition",
+    describe: Callable[[], Any] | None = None,
 ) -> Any:
-    """Poll until predicate returns something truthy; fail the test on timeout."""
+    """Poll until predicate returns something truthy; fail the test on timeout, with what
+    ``describe`` says of the state then."""
     deadline = time.monotonic() + timeout
     while True:
         result = predicate()
         if result:
             return result
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {message}")
+            found = f"; found {describe()}" if describe else ""
+            pytest.fail(f"timed out after {timeout}s waiting for {message}{found}")
         time.sleep(interval)
 
 

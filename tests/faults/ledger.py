@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -204,3 +204,20 @@ def seed_from_env(name: str = "RESTARTER_FAULT_SEED") -> int:
     seed = int(value) if value else int.from_bytes(os.urandom(4), "big")
     print(f"\n{name}={seed}", file=sys.stderr)
     return seed
+
+
+def restarts_without_replica_set(
+    apps: kubernetes.client.AppsV1Api, namespace: str, restarts: Mapping[str, Iterable[str]]
+) -> dict[str, list[str]]:
+    """Per Deployment, the restartedAt values the ledger saw that no ReplicaSet carries
+    (yet): what a user checks, one ReplicaSet per restart. The first ReplicaSet may
+    already carry the first restart when kube-controller-manager saw the Deployment only
+    after it, so ReplicaSets are matched by their template, not counted."""
+    rolled: dict[str, set[str]] = defaultdict(set)
+    for replica_set in apps.list_namespaced_replica_set(namespace).items:
+        owner = replica_set.metadata.owner_references[0].name
+        template = replica_set.spec.template.metadata.annotations or {}
+        if keys.RESTARTED_AT in template:
+            rolled[owner].add(template[keys.RESTARTED_AT])
+    missing = {name: sorted(set(values) - rolled[name]) for name, values in restarts.items()}
+    return {name: values for name, values in missing.items() if values}
