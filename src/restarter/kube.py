@@ -202,22 +202,14 @@ class Api:
             "secret": self._core.read_namespaced_secret,
             "configmap": self._core.read_namespaced_config_map,
         }[kind]
-        try:
-            found = retrying(
-                lambda: method(
-                    name, namespace, _request_timeout=REQUEST_TIMEOUT, _preload_content=False
-                ),
-                "get",
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-        return self._plain(found)
+        return self._read(method, namespace, name)
 
     def read_workload(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         """A Deployment, StatefulSet or DaemonSet as it is now, or None if it is gone."""
         method = getattr(self._apps, f"read_namespaced_{CLIENT_STEMS[plural]}")
+        return self._read(method, namespace, name)
+
+    def _read(self, method: Callable[..., Any], namespace: str, name: str) -> dict[str, Any] | None:
         try:
             found = retrying(
                 lambda: method(

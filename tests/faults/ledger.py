@@ -208,16 +208,18 @@ def seed_from_env(name: str = "RESTARTER_FAULT_SEED") -> int:
 
 def restarts_without_replica_set(
     apps: kubernetes.client.AppsV1Api, namespace: str, restarts: Mapping[str, Iterable[str]]
-) -> dict[str, list[str]]:
-    """Per Deployment, the restartedAt values the ledger saw that no ReplicaSet carries
-    (yet): what a user checks, one ReplicaSet per restart. The first ReplicaSet may
-    already carry the first restart when kube-controller-manager saw the Deployment only
-    after it, so ReplicaSets are matched by their template, not counted."""
+) -> dict[str, str]:
+    """Per Deployment, its latest restartedAt if no ReplicaSet carries it (yet): the last
+    restart rolled out. Earlier ones need not have a ReplicaSet of their own: the
+    deployment controller works from the latest template, so a restart superseded before
+    kube-controller-manager synced the Deployment (replicas 0, restarts seconds apart, a
+    controller busy with a thousand rollouts) never gets one; the ledger saw each on the
+    Deployment itself."""
     rolled: dict[str, set[str]] = defaultdict(set)
     for replica_set in apps.list_namespaced_replica_set(namespace).items:
         owner = replica_set.metadata.owner_references[0].name
         template = replica_set.spec.template.metadata.annotations or {}
         if keys.RESTARTED_AT in template:
             rolled[owner].add(template[keys.RESTARTED_AT])
-    missing = {name: sorted(set(values) - rolled[name]) for name, values in restarts.items()}
-    return {name: values for name, values in missing.items() if values}
+    latest = {name: max(values) for name, values in restarts.items() if values}
+    return {name: value for name, value in latest.items() if value not in rolled[name]}

@@ -181,11 +181,11 @@ def test_sigkill_at_random_points_of_fan_outs_restarts_every_dependent_once_per_
     )
     assert not [r for r in rounds if r["doubled"] or r["lost"] or r["left_pending"]], rounds
     assert all(len(values) == ROUNDS for values in restarts.values()), restarts
-    # What a user checks: one ReplicaSet per restart (kube-controller-manager makes them
-    # on its own time).
+    # The last restart rolled out (kube-controller-manager makes ReplicaSets on its own
+    # time, from the latest template).
     wait_for(
         lambda: not restarts_without_replica_set(apps, namespace, restarts),
         180,
-        message="a ReplicaSet for every restart",
+        message="a ReplicaSet for the last restart of each Deployment",
         describe=lambda: restarts_without_replica_set(apps, namespace, restarts),
     )
