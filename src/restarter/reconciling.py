@@ -180,10 +180,6 @@ def reconcile_source(
     return True
 
 
-def _key(plural: str, workload: Mapping[str, Any]) -> pacing.Key:
-    return pacing.key_of(plural, workload)
-
-
 def _decide(
     plural: str,
     workload: Mapping[str, Any],
@@ -204,7 +200,7 @@ def _decide(
         return None
     decision = decisions.decide_restart(workload, settings, now)
     if decision.action is not Action.RESTART:
-        pacer.withdraw(_key(plural, workload))
+        pacer.withdraw(pacing.key_of(plural, workload))
         _report_deferral(plural, workload, decision, now, memo, logger)
     if decision.action is Action.WAIT and decision.next_start and decision.next_start > now:
         memo["waiting"] = (metadata.get("resourceVersion"), decision.next_start)
@@ -279,7 +275,7 @@ async def restart_when_due(
     if decision.action is not Action.RESTART:
         await asyncio.to_thread(_clear, plural, workload, decision, api, memo, logger)
         return
-    key = _key(plural, workload)
+    key = pacing.key_of(plural, workload)
     if not await _slot(key, decision, settings, pacer, memo):
         return
     restarted: Mapping[str, Any] | None = None
