@@ -54,15 +54,7 @@ class AuditedCluster(Cluster):
         # The default client limit (20 requests/s) makes the deployment controller take
         # minutes to catch up after thousands of rollouts; the harness waits for it
         # between runs.
-        # A kwok node that misses heartbeats while the machine is saturated by hundreds of
-        # rollouts would be marked NotReady, and its pods with it (kwok does not mark them
-        # Ready again): the benchmark would measure that, not the operators.
-        return [
-            *super()._kcm_args(bins, certs),
-            "--kube-api-qps=300",
-            "--kube-api-burst=600",
-            "--node-monitor-grace-period=10m",
-        ]
+        return [*super()._kcm_args(bins, certs), "--kube-api-qps=300", "--kube-api-burst=600"]
 
 
 def api_client(cluster: Cluster, pool: int = 16) -> kubernetes.client.ApiClient:

@@ -205,6 +205,9 @@ class Cluster:
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--controllers=*,-nodeipam,-cloud-node-lifecycle,-route,-service",
             "--profiling=false",
+            # kwok's simulated nodes can miss heartbeats while this machine is saturated;
+            # marked NotReady, their pods lose Ready and kwok never restores it.
+            "--node-monitor-grace-period=10m",
             "--v=1",
         ]
 
