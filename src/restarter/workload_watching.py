@@ -2,9 +2,11 @@
 
 One thread per (kind, namespace) stream. A list is consistent (served by etcd at one
 revision) and paged; if its continue token expires mid-way (410), it starts again, so
-start-up never stops on a long list. The watch resumes from the last resourceVersion
-seen (bookmarks keep it fresh); a 410 means the history is gone and the stream lists
-again, and the map follows that listing (deleted workloads dropped, none invented).
+start-up never stops on a long list. A watch the server ends on time resumes from the
+last resourceVersion seen (bookmarks keep it fresh); a watch that fails (410, a lost
+connection, an error) makes the stream list again, and the map follows that listing
+(deleted workloads dropped, none invented). A stream is in sync only once its map is
+current: after a listing, or while an unbroken watch runs.
 Nothing here decides a restart: the map only answers "who uses this source".
 """
 
@@ -91,8 +93,12 @@ class Stream:
             except Exception as error:  # the stream must outlive any one failure
                 self._synced(False)
                 log.warning(
-                    f"{self.plural} in {self.scope}: {_describe(error)}; retrying in {delay:g}s"
+                    f"{self.plural} in {self.scope}: {_describe(error)}; listing in {delay:g}s"
                 )
+                # A resumed watch would be in sync on connecting but deliver what changed
+                # during the failure only afterwards: a change handled in between would miss
+                # a workload that started using its source meanwhile. A listing is current.
+                resource_version = None
                 if self.stopping.wait(delay):
                     return
                 delay = min(delay * 2, MAX_RETRY_DELAY)
