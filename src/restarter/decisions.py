@@ -16,17 +16,6 @@ from restarter.schedule import Immediately, ScheduleError, Window, earliest, is_
 from restarter.settings import Settings
 from restarter.windows import WindowRequest
 
-#: 9999-12-31T23:59:59Z: later epochs are not instants datetime can hold.
-_MAX_EPOCH = 253402300799
-
-
-def epoch_seconds(value: str | None) -> int | None:
-    """Whole epoch seconds from an annotation; None for anything else (even ``'²'``)."""
-    if not (value and value.isascii() and value.isdigit()):
-        return None
-    seconds = int(value)
-    return seconds if seconds <= _MAX_EPOCH else None
-
 
 class Change(enum.Enum):
     BASELINE = "baseline"  # first sight: record the checksum, restart nothing
@@ -138,7 +127,7 @@ def pending_marks(annotations: Mapping[str, str] | None) -> list[Mark]:
     for token, slots in sorted(tokens.items()):
         window = slots.get("window")
         change = None if window is None else windows.change_of_mark(window)
-        marks.append(Mark(token, epoch_seconds(slots.get("since")), window, change))
+        marks.append(Mark(token, keys.epoch_seconds(slots.get("since")), window, change))
     return marks
 
 
@@ -207,7 +196,7 @@ def last_restart(annotations: Mapping[str, str], now: dt.datetime) -> dt.datetim
     A value after ``now`` was not written by restarter (it writes its own ``now``); it is
     ignored rather than allowed to block every window until then.
     """
-    seconds = epoch_seconds(annotations.get(keys.RESTART_TS))
+    seconds = keys.epoch_seconds(annotations.get(keys.RESTART_TS))
     if seconds is None:
         return None
     instant = dt.datetime.fromtimestamp(seconds, dt.UTC)

@@ -92,3 +92,16 @@ def pending_key(kind: str, name: str) -> str:
 
 def window_key(kind: str, name: str) -> str:
     return f"{RESTART_AT}/{source_token(kind, name)}"
+
+
+#: 9999-12-31T23:59:59Z: later epochs are not instants datetime can hold.
+_MAX_EPOCH = 253402300799
+
+
+def epoch_seconds(value: str | None) -> int | None:
+    """Whole epoch seconds from an epoch annotation (``restart-ts``, a mark's ``since``);
+    None for anything else (even ``'²'``)."""
+    if not (value and value.isascii() and value.isdigit()):
+        return None
+    seconds = int(value)
+    return seconds if seconds <= _MAX_EPOCH else None

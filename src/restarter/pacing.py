@@ -66,9 +66,10 @@ class Stalled:
     reason: str
 
 
-def restart_ts(body: Mapping[str, Any]) -> float | None:
-    value = ((body.get("metadata") or {}).get("annotations") or {}).get(keys.RESTART_TS)
-    return float(value) if value and value.isascii() and value.isdigit() else None
+def restart_ts(body: Mapping[str, Any]) -> int | None:
+    return keys.epoch_seconds(
+        ((body.get("metadata") or {}).get("annotations") or {}).get(keys.RESTART_TS)
+    )
 
 
 def uid_of(body: Mapping[str, Any]) -> str:
