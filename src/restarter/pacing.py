@@ -103,6 +103,8 @@ class Pacer:
         """A workload as listed or watched."""
         key = key_of(plural, body)
         restarted = restart_ts(body)
+        if restarted is not None and restarted > now + MINUTE:
+            restarted = None  # not written by restarter (it writes its own now): no slot
         state = progress(plural, body)
         with self._lock:
             known = self._in_flight.get(key)

@@ -223,6 +223,14 @@ def test_at_most_r_start_in_any_minute_counting_restarts_seen_in_the_cluster() -
     assert start(pacer, "b", now=NOW + 31)
 
 
+def test_a_restart_ts_in_the_future_was_not_ours_and_holds_no_slot() -> None:
+    pacer = Pacer(Limits(max_in_flight=1), stale_after=10)
+    hand_edited = deployment(name="a", generation=3, restarted=NOW + 86_400)
+    pacer.observe("deployments", hand_edited, NOW)
+    assert pacer.in_flight() == 0
+    assert start(pacer, "b")
+
+
 def test_in_flight_restarts_are_found_again_from_the_cluster_after_a_restart() -> None:
     pacer = Pacer(Limits(max_in_flight=1), stale_after=10)
     pacer.observe("deployments", deployment(name="a", generation=3, restarted=NOW - 5), NOW)
