@@ -15,14 +15,13 @@ import os
 import shlex
 import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from bench import pacing, report
 from bench.audit import AuditLog
-from bench.control_plane import AuditedCluster, api_client
+from bench.control_plane import AuditedCluster, api_client, fresh_workdir
 from bench.loading import Objects
 from bench.metrics import ApiserverMetrics
 from bench.scenario import (
@@ -127,8 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM too must bring the control plane down (the finally below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="restarter-bench-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = fresh_workdir(args.workdir, "restarter-bench-")
     far = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=12)).strftime("%H.%M")
     results: dict[str, Any] = {
         "command": "bench/run " + shlex.join(argv),

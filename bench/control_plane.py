@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import kubernetes
@@ -13,6 +14,20 @@ from restarter_cluster.cluster import Cluster
 
 #: User agent of the harness's own requests, so the audit log can leave them out.
 HARNESS_AGENT = "restarter-bench"
+
+
+def fresh_workdir(workdir: Path | None, prefix: str) -> Path:
+    """The run's directory, new or empty of any control plane: a cluster left there by an
+    earlier run would start with its etcd data, and the sizes measured would be wrong."""
+    if workdir is None:
+        return Path(tempfile.mkdtemp(prefix=prefix))
+    if (workdir / "cluster").exists():
+        raise SystemExit(
+            f"bench: {workdir / 'cluster'} exists (an earlier run's control plane and data); "
+            "remove it or pick another --workdir"
+        )
+    workdir.mkdir(parents=True, exist_ok=True)
+    return workdir
 
 
 class AuditedCluster(Cluster):

@@ -19,7 +19,6 @@ import json
 import logging
 import shlex
 import sys
-import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -29,7 +28,7 @@ from typing import Any
 
 import kubernetes
 
-from bench.control_plane import AuditedCluster, api_client
+from bench.control_plane import AuditedCluster, api_client, fresh_workdir
 from bench.processes import OperatorProcess
 from bench.stats import median, spread
 from restarter import keys
@@ -298,8 +297,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--docs", type=Path, default=DOCS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    args.workdir = args.workdir or Path(tempfile.mkdtemp(prefix="restarter-pacing-"))
-    args.workdir.mkdir(parents=True, exist_ok=True)
+    args.workdir = fresh_workdir(args.workdir, "restarter-pacing-")
     cluster = AuditedCluster(directory=args.workdir / "cluster", nodes=2)
     cluster.up()
     results: dict[str, Any] = {
