@@ -18,6 +18,7 @@ import datetime as dt
 import json
 import logging
 import shlex
+import signal
 import sys
 import threading
 import time
@@ -296,6 +297,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--docs", type=Path, default=DOCS)
     args = parser.parse_args(argv)
+    # SIGTERM too must bring the control plane down (the finally below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     args.workdir = fresh_workdir(args.workdir, "restarter-pacing-")
     cluster = AuditedCluster(directory=args.workdir / "cluster", nodes=2)

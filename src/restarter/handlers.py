@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kopf
@@ -45,6 +46,14 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
     pacer = Pacer(settings.pacing, stale_after=2.5 * settings.timer_interval)
     watcher = WorkloadWatcher(api, reference_map, settings.namespaces, WorkloadObserver(api, pacer))
     sweeper = PacerSweeper(api, pacer)
+
+    @kopf.on.startup(registry=registry, id="share_threads")
+    async def share_threads(settings: kopf.OperatorSettings, **_: Any) -> None:
+        """The async handlers' blocking calls (asyncio.to_thread) run in kopf's pool of
+        handler threads (main.py sizes it) instead of asyncio's default of CPUs + 4."""
+        executor = settings.execution.executor
+        assert isinstance(executor, ThreadPoolExecutor)
+        asyncio.get_running_loop().set_default_executor(executor)
 
     @kopf.on.login(registry=registry, id="login")
     def login(**kwargs: Any) -> Any:

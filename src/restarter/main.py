@@ -37,6 +37,8 @@ def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
     )
     operator.posting.reporting_component = "restarter"
     operator.posting.level = logging.INFO
+    # Threads for sync handlers and, through the default executor, for the blocking calls
+    # of the async ones (handlers.share_threads): restarts and stamps in parallel.
     operator.execution.max_workers = 16
     return operator
 
