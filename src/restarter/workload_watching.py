@@ -153,7 +153,7 @@ class Stream:
                 raise Gone() from None
             raise
         try:
-            self._synced(True)
+            # In sync already: a watch starts only after a listing or an unbroken watch.
             for event in _events(response):
                 kind, body = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
