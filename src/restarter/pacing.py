@@ -66,10 +66,13 @@ class Stalled:
     reason: str
 
 
-def restart_ts(body: Mapping[str, Any]) -> int | None:
-    return keys.epoch_seconds(
+def restart_ts(body: Mapping[str, Any], now: float) -> int | None:
+    """restarter's last restart of the workload; None for a value more than a minute
+    ahead, which restarter did not write (it writes its own now)."""
+    seconds = keys.epoch_seconds(
         ((body.get("metadata") or {}).get("annotations") or {}).get(keys.RESTART_TS)
     )
+    return seconds if seconds is not None and seconds <= now + MINUTE else None
 
 
 def uid_of(body: Mapping[str, Any]) -> str:
@@ -102,9 +105,7 @@ class Pacer:
     def observe(self, plural: str, body: Mapping[str, Any], now: float) -> None:
         """A workload as listed or watched."""
         key = key_of(plural, body)
-        restarted = restart_ts(body)
-        if restarted is not None and restarted > now + MINUTE:
-            restarted = None  # not written by restarter (it writes its own now): no slot
+        restarted = restart_ts(body, now)
         state = progress(plural, body)
         with self._lock:
             known = self._in_flight.get(key)
