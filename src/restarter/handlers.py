@@ -11,11 +11,10 @@ import kopf
 import kubernetes
 
 from restarter import keys
-from restarter.decisions import has_pending
 from restarter.kube import Api
 from restarter.observing import PacerSweeper, WorkloadObserver
 from restarter.pacing import Pacer
-from restarter.reconciling import RELEASED, already_seen, reconcile_source, restart_when_due
+from restarter.reconciling import already_seen, reconcile_source, restart_when_due, timer_wanted
 from restarter.reference_map import ReferenceMap
 from restarter.references import SOURCE_KINDS, WORKLOAD_KINDS
 from restarter.releasing import FinalizerReleaser, ReleaseFailed
@@ -115,7 +114,7 @@ def _register_workload(
         # A failed tick (the apiserver away) is tried again soon, not after kopf's 60 s.
         backoff=min(settings.timer_interval, TIMER_BACKOFF),
         labels={keys.PENDING_LABEL: kopf.PRESENT},
-        when=lambda annotations, memo, **_: has_pending(annotations) and not memo.get(RELEASED),
+        when=lambda annotations, meta, memo, **_: timer_wanted(annotations, meta, memo),
     )
     async def pending_restart(body: Any, memo: Any, logger: Any, **_: Any) -> None:
         """A workload with pending marks: restart it when its window is open and pacing

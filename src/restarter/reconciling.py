@@ -14,7 +14,7 @@ import kopf
 
 from restarter import decisions, keys, metrics, pacing, windows
 from restarter.decisions import Action, Change
-from restarter.kube import Api, Conflict
+from restarter.kube import Api, Conflict, compare_versions
 from restarter.references import SOURCE_KINDS, WORKLOAD_KINDS
 from restarter.schedule import ScheduleError, next_restart, parse_zone
 from restarter.settings import Settings
@@ -23,9 +23,38 @@ from restarter.settings import Settings
 #: label and finalizer are gone, so kopf's label-selected watch reports it DELETED, with
 #: the body as it was *before* the patch but the new resourceVersion. That body would
 #: look pending, and a patch conditional on its version would succeed: a second restart.
-#: The timer's filter reads this key, so the DELETED event stops the timer, and any tick
-#: still scheduled does nothing.
+#: The key holds the resourceVersions of the release (the body the tick read, the one
+#: patched, and the patch's result, last): a body at the result's version or older is
+#: released, and the timer's filter and its ticks skip it. A newer body is decided again:
+#: kopf keeps an object's memo until it sees the DELETED event, and when its watch was
+#: reconnecting meanwhile it never does, so the same memo meets the workload stamped
+#: again (a change repeated after a failure), which must be cleared, not skipped forever.
 RELEASED = "released"
+
+
+def release(memo: MutableMapping[str, Any], *bodies: Mapping[str, Any]) -> None:
+    """Remember the versions of a restart or clear this timer sent, its result last."""
+    memo[RELEASED] = tuple(str(body["metadata"].get("resourceVersion")) for body in bodies)
+
+
+def released(memo: Mapping[str, Any], metadata: Mapping[str, Any]) -> bool:
+    """True when the body of ``metadata`` is no newer than the release (see ``RELEASED``)."""
+    versions = memo.get(RELEASED)
+    version = metadata.get("resourceVersion")
+    if not versions or version is None:
+        return False
+    order = compare_versions(str(version), versions[-1])
+    return str(version) in versions if order is None else order <= 0
+
+
+def timer_wanted(
+    annotations: Mapping[str, str] | None,
+    metadata: Mapping[str, Any],
+    memo: Mapping[str, Any],
+) -> bool:
+    """The timer's filter: the body carries pending marks and is not one it released."""
+    return decisions.has_pending(annotations) and not released(memo, metadata)
+
 
 #: Stamps in flight at once for one change (below kube.POOL_SIZE connections).
 STAMP_CONCURRENCY = 16
@@ -190,9 +219,9 @@ def _decide(
     logger: logging.Logger | logging.LoggerAdapter[Any],
 ) -> decisions.RestartDecision | None:
     """The decision of one tick, with what it reports; None when nothing is to be sent."""
-    if memo.get(RELEASED):
-        return None
     metadata = workload["metadata"]
+    if released(memo, metadata):
+        return None
     # A workload waiting for a window that has not started, unchanged since the tick that
     # found so, needs no new decision: thousands of pending workloads tick every interval.
     waiting = memo.get("waiting")
@@ -334,15 +363,16 @@ def _send_restart(
     metadata = workload["metadata"]
     namespace, name = metadata["namespace"], metadata["name"]
     kind = WORKLOAD_KINDS[plural]
+    ticked = workload
     try:
         restarted = api.patch_workload(plural, namespace, name, decision.patch)
     except Conflict:
         fresh = api.read_workload(plural, namespace, name)
-        if fresh is None:
-            return None
+        if fresh is None or not decisions.has_pending(fresh["metadata"].get("annotations")):
+            return None  # gone, or its marks cleared meanwhile (by hand): nothing to do
         decision = decisions.decide_restart(fresh, settings, now)
         if decision.action in (Action.OPTED_OUT, Action.SATISFIED):
-            _clear(plural, fresh, decision, api, memo, logger)
+            _clear(plural, fresh, decision, api, memo, logger, earlier=ticked)
             return None
         if decision.action is not Action.RESTART:
             return None
@@ -357,7 +387,7 @@ def _send_restart(
         raise
     if restarted is None:
         return None
-    memo[RELEASED] = True
+    release(memo, ticked, workload, restarted)
     metrics.RESTARTS.labels(kind, "restarted").inc()
     seen = [
         mark.since
@@ -382,9 +412,11 @@ def _clear(
     api: Api,
     memo: MutableMapping[str, Any],
     logger: logging.Logger | logging.LoggerAdapter[Any],
+    earlier: Mapping[str, Any] | None = None,
 ) -> None:
     """Opted out while pending, or pending only for changes already restarted for: drop
-    the marks, restart nothing."""
+    the marks, restart nothing. ``earlier``: the tick's body, when ``workload`` is a
+    fresh read after a conflict."""
     metadata = workload["metadata"]
     try:
         cleared = api.patch_workload(
@@ -394,7 +426,7 @@ def _clear(
         return
     if cleared is None:
         return
-    memo[RELEASED] = True
+    release(memo, earlier or workload, workload, cleared)
     metrics.RESTARTS.labels(WORKLOAD_KINDS[plural], "skipped").inc()
     sources = ", ".join(decision.sources)
     if decision.action is Action.OPTED_OUT:

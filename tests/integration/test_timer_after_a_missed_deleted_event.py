@@ -1,0 +1,183 @@
+"""A restarted workload stamped again while kopf's watch was away still gets its mark
+cleared by the same timer.
+
+kopf keeps an object's memo until its label-selected watch reports the object DELETED
+(here: out of the selection, once a restart removes the pending label). When that watch
+is reconnecting at the time, it never does: its next listing shows the workload again,
+stamped once more for the same change by a fan-out resumed after the failure, and kopf
+hands that body to the same memo. This test plays kopf's part on the real apiserver, in
+that order, with the operator's own timer flow: the body it ticks on, the DELETED echo
+of the restart (taken from a label-selected watch like kopf's), and the body relisted
+after the re-stamp. The rules seen: the echo is skipped (it looks pending, and a patch
+conditional on its version would succeed: a second restart), the re-stamped body is
+decided (dropping the satisfied mark) rather than skipped forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import kopf
+import kubernetes
+import pytest
+from kopf._core.engines import posting  # the Event queue kopf gives its handlers
+
+from restarter import keys
+from restarter.decisions import stamp_patch
+from restarter.kube import Api
+from restarter.pacing import Pacer
+from restarter.reconciling import restart_when_due, timer_wanted
+from restarter.settings import Settings
+from restarter.windows import WindowRequest
+from tests.conftest import wait_for
+from tests.faults.test_sigkill_fan_out import replica_sets_per_owner
+from tests.integration.factories import deployment
+
+Apps = kubernetes.client.AppsV1Api
+
+HOUR = dt.timedelta(hours=1)
+SETTINGS = Settings(timezone="UTC", window_length=HOUR)
+CHANGE = "812"  # the change id the resumed fan-out stamps again
+log = logging.getLogger(__name__)
+
+
+class LabelSelectedWatch:
+    """Events of the namespace's Deployments carrying the pending label, as kopf's timer
+    watch selects them."""
+
+    def __init__(self, apps: Apps, namespace: str) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.changed = threading.Condition()
+        self._watch = kubernetes.watch.Watch()
+        self._stopping = threading.Event()
+        thread = threading.Thread(target=self._run, args=(apps, namespace), daemon=True)
+        thread.start()
+
+    def _run(self, apps: Apps, namespace: str) -> None:
+        stream = self._watch.stream(
+            apps.list_namespaced_deployment,
+            namespace,
+            label_selector=keys.PENDING_LABEL,
+            timeout_seconds=120,
+        )
+        try:
+            for event in stream:
+                with self.changed:
+                    body = apps.api_client.sanitize_for_serialization(event["object"])
+                    self.events.append((event["type"], body))
+                    self.changed.notify_all()
+        except Exception:
+            if not self._stopping.is_set():
+                raise
+
+    def deleted(self, timeout: float) -> dict[str, Any]:
+        with self.changed:
+            found = self.changed.wait_for(
+                lambda: any(kind == "DELETED" for kind, _ in self.events), timeout
+            )
+            assert found, f"no DELETED event in {timeout}s: {[kind for kind, _ in self.events]}"
+            return next(body for kind, body in self.events if kind == "DELETED")
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._watch.stop()
+
+
+@pytest.fixture
+def selected(apps: Apps, namespace: str) -> Iterator[LabelSelectedWatch]:
+    watch = LabelSelectedWatch(apps, namespace)
+    yield watch
+    watch.stop()
+
+
+def tick(body: dict[str, Any], api: Api, memo: dict[str, Any]) -> list[posting.K8sEvent]:
+    """One tick of the operator's timer flow on ``body``; the Events it posted."""
+    queue: posting.K8sEventQueue = asyncio.Queue()
+
+    async def run() -> None:
+        posting.settings_var.set(kopf.OperatorSettings())
+        posting.event_queue_var.set(queue)
+        posting.event_queue_loop_var.set(asyncio.get_running_loop())
+        pacer = Pacer(SETTINGS.pacing, stale_after=2.5 * SETTINGS.timer_interval)
+        await restart_when_due("deployments", body, SETTINGS, api, pacer, memo, log)
+
+    asyncio.run(run())
+    events = []
+    while not queue.empty():
+        events.append(queue.get_nowait())
+    return events
+
+
+def stamp(apps: Apps, namespace: str, name: str) -> dict[str, Any]:
+    request = WindowRequest(at="now", timezone="UTC", length=HOUR)
+    patch = stamp_patch("secret", "db", dt.datetime.now(dt.UTC), request, CHANGE)
+    apps.patch_namespaced_deployment(name, namespace, patch)
+    return read(apps, namespace, name)
+
+
+def read(apps: Apps, namespace: str, name: str) -> dict[str, Any]:
+    body = apps.read_namespaced_deployment(name, namespace)
+    return dict(apps.api_client.sanitize_for_serialization(body))
+
+
+def restarted_at(body: dict[str, Any]) -> str | None:
+    template = body["spec"]["template"]["metadata"]
+    return (template.get("annotations") or {}).get(keys.RESTARTED_AT)
+
+
+def marks(body: dict[str, Any]) -> list[str]:
+    return sorted(
+        key
+        for key in body["metadata"].get("annotations") or {}
+        if key.startswith((keys.PENDING_RESTART, keys.RESTART_AT))
+    )
+
+
+def test_a_workload_stamped_again_after_its_restart_is_cleared_not_left_pending(
+    api_client: kubernetes.client.ApiClient,
+    apps: Apps,
+    namespace: str,
+    selected: LabelSelectedWatch,
+) -> None:
+    api = Api(api_client)
+    apps.create_namespaced_deployment(namespace, deployment("web", replicas=1))
+    wait_for(lambda: replica_sets_per_owner(apps, namespace)["web"] == 1, 30, message="first RS")
+    memo: dict[str, Any] = {}  # kopf's memo of the object: kept until it sees DELETED
+
+    # The tick that restarts it.
+    pending = stamp(apps, namespace, "web")
+    assert timer_wanted(pending["metadata"].get("annotations"), pending["metadata"], memo)
+    events = tick(pending, api, memo)
+    after_restart = read(apps, namespace, "web")
+    first_restart = restarted_at(after_restart)
+    assert first_restart is not None, after_restart["metadata"]
+    assert [event.reason for event in events] == ["Restarted"]
+    assert marks(after_restart) == []
+
+    # Its DELETED echo: the marks as they were before the restart, the restart's version.
+    # Skipped, and a tick on it (one already scheduled) sends nothing.
+    echo = selected.deleted(timeout=30)
+    assert marks(echo), "the echo shows the marks as they were before the restart"
+    assert not timer_wanted(echo["metadata"].get("annotations"), echo["metadata"], memo)
+    assert tick(echo, api, memo) == []
+    assert restarted_at(read(apps, namespace, "web")) == first_restart
+
+    # kopf missed that DELETED (its watch was reconnecting); the fan-out resumed after the
+    # failure stamps the same change again; kopf's relisting shows this body, same memo.
+    again = stamp(apps, namespace, "web")
+    annotations = again["metadata"].get("annotations")
+    assert timer_wanted(annotations, again["metadata"], memo), "the timer would stop for good"
+    events = tick(again, api, memo)
+    cleared = read(apps, namespace, "web")
+    assert [event.reason for event in events] == ["RestartSkipped"]
+    assert marks(cleared) == []
+    assert keys.PENDING_LABEL not in (cleared["metadata"].get("labels") or {})
+    assert keys.FINALIZER not in (cleared["metadata"].get("finalizers") or [])
+    assert restarted_at(cleared) == first_restart, "restarted once for the one change"
+    wait_for(lambda: replica_sets_per_owner(apps, namespace)["web"] == 2, 30, message="2nd RS")
+    assert replica_sets_per_owner(apps, namespace)["web"] == 2
