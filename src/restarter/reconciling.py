@@ -21,14 +21,16 @@ from restarter.settings import Settings
 
 #: Memo key of a timer whose workload this operator has restarted (or cleared): marks,
 #: label and finalizer are gone, so kopf's label-selected watch reports it DELETED, with
-#: the body as it was *before* the patch but the new resourceVersion. That body would
-#: look pending, and a patch conditional on its version would succeed: a second restart.
+#: the body as it was *before* the patch but the new resourceVersion. That body looks
+#: pending: its ticks would read the workload each interval for nothing (what is sent is
+#: decided on a fresh read, see ``_act``), and it would keep kopf's timer running.
 #: The key holds the resourceVersions of the release (the body the tick read, the one
 #: patched, and the patch's result, last): a body at the result's version or older is
-#: released, and the timer's filter and its ticks skip it. A newer body is decided again:
-#: kopf keeps an object's memo until it sees the DELETED event, and when its watch was
-#: reconnecting meanwhile it never does, so the same memo meets the workload stamped
-#: again (a change repeated after a failure), which must be cleared, not skipped forever.
+#: released, and the timer's filter (which then stops the timer) and its ticks skip it.
+#: A newer body is decided again: kopf keeps an object's memo until it sees the DELETED
+#: event, and when its watch was reconnecting meanwhile it never does, so the same memo
+#: meets the workload stamped again (a change repeated after a failure), which must be
+#: cleared, not skipped forever.
 RELEASED = "released"
 
 
@@ -58,6 +60,9 @@ def timer_wanted(
 
 #: Stamps in flight at once for one change (below kube.POOL_SIZE connections).
 STAMP_CONCURRENCY = 16
+
+#: Decisions whose patch drops the marks without restarting.
+CLEARING = (Action.OPTED_OUT, Action.SATISFIED)
 
 #: Seconds between a waiting restart's requests for a pacing slot.
 PACING_POLL = 0.5
@@ -247,7 +252,7 @@ def _decide(
             _event(workload, type="Normal", reason="RestartDeferred", message=message)
         return None
     memo.pop("reported_paused", None)
-    if decision.action in (Action.RESTART, Action.OPTED_OUT, Action.SATISFIED):
+    if decision.action is Action.RESTART or decision.action in CLEARING:
         return decision
     return None
 
@@ -291,31 +296,30 @@ async def restart_when_due(
 ) -> None:
     """One timer tick on a pending workload: restart in one patch, or say why not.
 
-    A due restart first asks the pacer for a slot, polling for up to one timer interval
-    (earliest due first); a window that closes meanwhile leaves it pending, and the first
-    tick after the close posts ``RestartDeferred``. The patch is conditional on the
-    resourceVersion read; when the workload changed meanwhile it is read again and
-    decided once more at once, so a busy workload does not miss a short window.
+    The tick's body says whether anything is to be done; what is sent is decided on a
+    fresh read (``_act``). A due restart first asks the pacer for a slot, polling for up
+    to one timer interval (earliest due first); a window that closes meanwhile leaves it
+    pending, and the first tick after the close posts ``RestartDeferred``.
     """
     now = dt.datetime.now(dt.UTC)
     decision = _decide(plural, workload, settings, now, memo, pacer, logger)
     if decision is None:
         return
     if decision.action is not Action.RESTART:
-        await asyncio.to_thread(_clear, plural, workload, decision, api, memo, logger)
+        await asyncio.to_thread(
+            _act, plural, workload, settings, api, now, memo, logger, may_restart=False
+        )
         return
     key = pacing.key_of(plural, workload)
     if not await _slot(key, decision, settings, pacer, memo):
         return
     restarted: Mapping[str, Any] | None = None
     try:
-        # Waiting for the slot took time: decide again at the instant the patch is sent.
+        # Waiting for the slot took time: decided again at the instant the patch is sent.
         now = dt.datetime.now(dt.UTC)
-        decision = decisions.decide_restart(workload, settings, now)
-        if decision.action is Action.RESTART:
-            restarted = await asyncio.to_thread(
-                _send_restart, plural, workload, decision, settings, api, now, memo, logger
-            )
+        restarted = await asyncio.to_thread(
+            _act, plural, workload, settings, api, now, memo, logger, may_restart=True
+        )
     finally:
         if restarted is None:
             pacer.abandoned(key)
@@ -349,49 +353,75 @@ async def _slot(
     return True
 
 
-def _send_restart(
+def _act(
     plural: str,
-    workload: Mapping[str, Any],
-    decision: decisions.RestartDecision,
+    ticked: Mapping[str, Any],
     settings: Settings,
     api: Api,
     now: dt.datetime,
     memo: MutableMapping[str, Any],
     logger: logging.Logger | logging.LoggerAdapter[Any],
+    *,
+    may_restart: bool,
 ) -> Mapping[str, Any] | None:
-    """The restart patch; on a conflict one fresh read and decision. The restarted body."""
-    metadata = workload["metadata"]
+    """Restart (when ``may_restart``) or clear, decided on a fresh read, never on the
+    tick's body; the restarted body.
+
+    The tick's body can be the echo of a change that removed the marks: kopf hands its
+    timers the body of its label-selected watch's DELETED event, which shows the object
+    as it was before that change but carries the new resourceVersion, so a patch
+    conditional on it would apply. That happens when a restart's answer was lost (the
+    apiserver went away after applying it) and the tick is tried again, or when marks and
+    label were removed by hand. The patch is conditional on the fresh read; on a conflict
+    the workload is read and decided once more at once, so a busy one keeps its window.
+    """
+    metadata = ticked["metadata"]
     namespace, name = metadata["namespace"], metadata["name"]
     kind = WORKLOAD_KINDS[plural]
-    ticked = workload
-    try:
-        restarted = api.patch_workload(plural, namespace, name, decision.patch)
-    except Conflict:
+    for _ in range(2):
         fresh = api.read_workload(plural, namespace, name)
-        if fresh is None or not decisions.has_pending(fresh["metadata"].get("annotations")):
-            return None  # gone, or its marks cleared meanwhile (by hand): nothing to do
+        if fresh is None:
+            return None
+        if not decisions.has_pending(fresh["metadata"].get("annotations")):
+            logger.info("no pending mark any more (restarted or cleared meanwhile); nothing sent")
+            release(memo, ticked, fresh)
+            return None
         decision = decisions.decide_restart(fresh, settings, now)
-        if decision.action in (Action.OPTED_OUT, Action.SATISFIED):
-            _clear(plural, fresh, decision, api, memo, logger, earlier=ticked)
-            return None
-        if decision.action is not Action.RESTART:
-            return None
+        restart = decision.action is Action.RESTART
+        if not ((restart and may_restart) or decision.action in CLEARING):
+            return None  # the next tick decides on what changed
         try:
-            restarted = api.patch_workload(plural, namespace, name, decision.patch)
+            sent = api.patch_workload(plural, namespace, name, decision.patch)
         except Conflict:
-            logger.info("changed while deciding; deciding again on the next tick")
+            continue
+        except Exception:
+            if restart:
+                metrics.RESTARTS.labels(kind, "failed").inc()
+            raise
+        if sent is None:
             return None
-        workload = fresh
-    except Exception:
-        metrics.RESTARTS.labels(kind, "failed").inc()
-        raise
-    if restarted is None:
-        return None
-    release(memo, ticked, workload, restarted)
+        release(memo, ticked, fresh, sent)
+        if not restart:
+            _report_clear(kind, sent, decision, logger)
+            return None
+        _report_restart(kind, fresh, sent, decision, now, logger)
+        return sent
+    logger.info("changed while deciding; deciding again on the next tick")
+    return None
+
+
+def _report_restart(
+    kind: str,
+    fresh: Mapping[str, Any],
+    restarted: Mapping[str, Any],
+    decision: decisions.RestartDecision,
+    now: dt.datetime,
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+) -> None:
     metrics.RESTARTS.labels(kind, "restarted").inc()
     seen = [
         mark.since
-        for mark in decisions.pending_marks((workload["metadata"].get("annotations")) or {})
+        for mark in decisions.pending_marks(fresh["metadata"].get("annotations") or {})
         if mark.since is not None
     ]
     if seen:
@@ -402,32 +432,17 @@ def _send_restart(
     )
     logger.info(message)
     _event(restarted, type="Normal", reason="Restarted", message=message)
-    return restarted
 
 
-def _clear(
-    plural: str,
-    workload: Mapping[str, Any],
+def _report_clear(
+    kind: str,
+    cleared: Mapping[str, Any],
     decision: decisions.RestartDecision,
-    api: Api,
-    memo: MutableMapping[str, Any],
     logger: logging.Logger | logging.LoggerAdapter[Any],
-    earlier: Mapping[str, Any] | None = None,
 ) -> None:
-    """Opted out while pending, or pending only for changes already restarted for: drop
-    the marks, restart nothing. ``earlier``: the tick's body, when ``workload`` is a
-    fresh read after a conflict."""
-    metadata = workload["metadata"]
-    try:
-        cleared = api.patch_workload(
-            plural, metadata["namespace"], metadata["name"], decision.patch
-        )
-    except Conflict:
-        return
-    if cleared is None:
-        return
-    release(memo, earlier or workload, workload, cleared)
-    metrics.RESTARTS.labels(WORKLOAD_KINDS[plural], "skipped").inc()
+    """Opted out while pending, or pending only for changes already restarted for: the
+    marks were dropped, nothing restarted."""
+    metrics.RESTARTS.labels(kind, "skipped").inc()
     sources = ", ".join(decision.sources)
     if decision.action is Action.OPTED_OUT:
         message = f"{keys.IGNORE}=true: pending restart for {sources} dropped; nothing restarted"

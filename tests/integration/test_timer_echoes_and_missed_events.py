@@ -1,16 +1,21 @@
-"""A restarted workload stamped again while kopf's watch was away still gets its mark
-cleared by the same timer.
+"""The bodies kopf hands the pending timer after a restart, played on the real apiserver
+with the operator's own timer flow.
 
-kopf keeps an object's memo until its label-selected watch reports the object DELETED
-(here: out of the selection, once a restart removes the pending label). When that watch
-is reconnecting at the time, it never does: its next listing shows the workload again,
-stamped once more for the same change by a fan-out resumed after the failure, and kopf
-hands that body to the same memo. This test plays kopf's part on the real apiserver, in
-that order, with the operator's own timer flow: the body it ticks on, the DELETED echo
-of the restart (taken from a label-selected watch like kopf's), and the body relisted
-after the re-stamp. The rules seen: the echo is skipped (it looks pending, and a patch
-conditional on its version would succeed: a second restart), the re-stamped body is
-decided (dropping the satisfied mark) rather than skipped forever.
+kopf's label-selected watch reports a workload DELETED once a restart removes the
+pending label, with an echo body: the marks as they were before the restart, the
+restart's resourceVersion. kopf gives that body to the timer, and keeps the object's
+memo until it sees that event. Two things can go wrong:
+
+- the restart's answer was lost (the apiserver went away after applying it): the tick
+  failed, its memo knows nothing, kopf tries again on the echo. A patch conditional on
+  the echo's version would apply: a second restart. What is sent is decided on a fresh
+  read, which shows no marks.
+- kopf's watch was reconnecting when the restart happened, so it never saw the DELETED:
+  its next listing shows the workload stamped once more for the same change (a fan-out
+  resumed after the failure), with the same memo. That body must be decided (the
+  satisfied mark dropped), not skipped as released forever.
+
+The echo is taken from a label-selected watch like kopf's.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import pytest
 from kopf._core.engines import posting  # the Event queue kopf gives its handlers
 
 from restarter import keys
-from restarter.decisions import stamp_patch
+from restarter.decisions import decide_restart, stamp_patch
 from restarter.kube import Api
 from restarter.pacing import Pacer
 from restarter.reconciling import restart_when_due, timer_wanted
@@ -181,3 +186,31 @@ def test_a_workload_stamped_again_after_its_restart_is_cleared_not_left_pending(
     assert restarted_at(cleared) == first_restart, "restarted once for the one change"
     wait_for(lambda: replica_sets_per_owner(apps, namespace)["web"] == 2, 30, message="2nd RS")
     assert replica_sets_per_owner(apps, namespace)["web"] == 2
+
+
+def test_the_echo_of_a_restart_whose_answer_was_lost_restarts_nothing(
+    api_client: kubernetes.client.ApiClient,
+    apps: Apps,
+    namespace: str,
+    selected: LabelSelectedWatch,
+) -> None:
+    """The apiserver applied a restart and went away before answering: the tick failed,
+    its memo knows nothing, and kopf tries it again on the body it has by then, the
+    DELETED echo of that restart (marks shown, the restart's resourceVersion)."""
+    api = Api(api_client)
+    apps.create_namespaced_deployment(namespace, deployment("web", replicas=1))
+    wait_for(lambda: replica_sets_per_owner(apps, namespace)["web"] == 1, 30, message="first RS")
+    pending = stamp(apps, namespace, "web")
+    applied = decide_restart(pending, SETTINGS, dt.datetime.now(dt.UTC))
+    assert api.patch_workload("deployments", namespace, "web", applied.patch) is not None
+    first_restart = restarted_at(read(apps, namespace, "web"))
+    assert first_restart is not None
+
+    echo = selected.deleted(timeout=30)
+    assert marks(echo)
+    memo: dict[str, Any] = {}
+    assert tick(echo, api, memo) == []
+    assert restarted_at(read(apps, namespace, "web")) == first_restart, "restarted twice"
+    # Known released now: kopf's filter stops the timer on the echo.
+    assert not timer_wanted(echo["metadata"].get("annotations"), echo["metadata"], memo)
+    wait_for(lambda: replica_sets_per_owner(apps, namespace)["web"] == 2, 30, message="2nd RS")
