@@ -151,6 +151,25 @@ def satisfied(mark: Mark, recorded: Mapping[str, str]) -> bool:
     return mark.change is not None and recorded.get(mark.token) == mark.change
 
 
+def restarted_for_marks(
+    marked: Mapping[str, str] | None, now_annotations: Mapping[str, str] | None
+) -> bool:
+    """True when a workload that carried the marks of ``marked`` now shows a restart for
+    every one of them: each change recorded, the restart-ts at or after each stamp. So a
+    restart was sent for these marks (one whose answer was lost), not a clear."""
+    marks = pending_marks(marked)
+    recorded = restarted_for(now_annotations)
+    restarted = keys.epoch_seconds((now_annotations or {}).get(keys.RESTART_TS))
+    return (
+        bool(marks)
+        and restarted is not None
+        and all(
+            satisfied(mark, recorded) and mark.since is not None and restarted >= mark.since
+            for mark in marks
+        )
+    )
+
+
 def has_pending(annotations: Mapping[str, str] | None) -> bool:
     """True when the workload carries any pending mark (the timer's filter)."""
     return any(key.startswith(keys.PENDING_RESTART + "/") for key in (annotations or {}))

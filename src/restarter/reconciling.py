@@ -25,8 +25,10 @@ from restarter.settings import Settings
 #: pending: its ticks would read the workload each interval for nothing (what is sent is
 #: decided on a fresh read, see ``_act``), and it would keep kopf's timer running.
 #: The key holds the resourceVersions of the release (the body the tick read, the one
-#: patched, and the patch's result, last): a body at the result's version or older is
-#: released, and the timer's filter (which then stops the timer) and its ticks skip it.
+#: read fresh and, when a patch was sent, its result; the newest last): a body at that
+#: version or older is released, and the timer's filter and its ticks skip it (kopf
+#: stops a timer whose filter fails on an event it processes; a timer whose DELETED
+#: echo came before the release, as after a lost answer, ticks on, doing nothing).
 #: A newer body is decided again: kopf keeps an object's memo until it sees the DELETED
 #: event, and when its watch was reconnecting meanwhile it never does, so the same memo
 #: meets the workload stamped again (a change repeated after a failure), which must be
@@ -320,6 +322,9 @@ async def restart_when_due(
         restarted = await asyncio.to_thread(
             _act, plural, workload, settings, api, now, memo, logger, may_restart=True
         )
+    except Exception:
+        metrics.RESTARTS.labels(WORKLOAD_KINDS[plural], "failed").inc()
+        raise
     finally:
         if restarted is None:
             pacer.abandoned(key)
@@ -382,9 +387,18 @@ def _act(
         fresh = api.read_workload(plural, namespace, name)
         if fresh is None:
             return None
-        if not decisions.has_pending(fresh["metadata"].get("annotations")):
-            logger.info("no pending mark any more (restarted or cleared meanwhile); nothing sent")
+        annotations = fresh["metadata"].get("annotations")
+        if not decisions.has_pending(annotations):
             release(memo, ticked, fresh)
+            if decisions.restarted_for_marks(metadata.get("annotations"), annotations):
+                # An earlier try of this tick restarted it; its answer was lost.
+                at = dt.datetime.fromtimestamp(
+                    keys.epoch_seconds(annotations.get(keys.RESTART_TS)) or 0, dt.UTC
+                )
+                sources = decisions.decide_restart(ticked, settings, now).sources
+                _report_restart(kind, ticked, fresh, sources, at, logger)
+                return fresh
+            logger.info("no pending mark any more (cleared meanwhile); nothing sent")
             return None
         decision = decisions.decide_restart(fresh, settings, now)
         restart = decision.action is Action.RESTART
@@ -394,17 +408,13 @@ def _act(
             sent = api.patch_workload(plural, namespace, name, decision.patch)
         except Conflict:
             continue
-        except Exception:
-            if restart:
-                metrics.RESTARTS.labels(kind, "failed").inc()
-            raise
         if sent is None:
             return None
         release(memo, ticked, fresh, sent)
         if not restart:
             _report_clear(kind, sent, decision, logger)
             return None
-        _report_restart(kind, fresh, sent, decision, now, logger)
+        _report_restart(kind, fresh, sent, decision.sources, now, logger)
         return sent
     logger.info("changed while deciding; deciding again on the next tick")
     return None
@@ -412,23 +422,24 @@ def _act(
 
 def _report_restart(
     kind: str,
-    fresh: Mapping[str, Any],
+    marked: Mapping[str, Any],
     restarted: Mapping[str, Any],
-    decision: decisions.RestartDecision,
-    now: dt.datetime,
+    sources: tuple[str, ...],
+    at: dt.datetime,
     logger: logging.Logger | logging.LoggerAdapter[Any],
 ) -> None:
+    """The restart's count, change-to-restart time, log line and ``Restarted`` Event."""
     metrics.RESTARTS.labels(kind, "restarted").inc()
     seen = [
         mark.since
-        for mark in decisions.pending_marks(fresh["metadata"].get("annotations") or {})
+        for mark in decisions.pending_marks(marked["metadata"].get("annotations") or {})
         if mark.since is not None
     ]
     if seen:
-        metrics.CHANGE_TO_RESTART.observe(max(0.0, now.timestamp() - min(seen)))
+        metrics.CHANGE_TO_RESTART.observe(max(0.0, at.timestamp() - min(seen)))
     message = (
-        f"restarted in window (pending for {', '.join(decision.sources)}); "
-        f"restartedAt {now.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
+        f"restarted in window (pending for {', '.join(sources)}); "
+        f"restartedAt {at.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
     )
     logger.info(message)
     _event(restarted, type="Normal", reason="Restarted", message=message)

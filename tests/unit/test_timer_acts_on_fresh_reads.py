@@ -1,0 +1,190 @@
+"""What one timer tick sends, decided on a fresh read of the workload: the order of
+answers is scripted here (the cluster test plays the bodies kopf hands over).
+
+Ticks run the operator's own flow (``restart_when_due``) against a scripted API whose
+reads and patches answer in a fixed order; Events are recorded where kopf would queue
+them, and the restart counter is read from the Prometheus registry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from restarter import keys, reconciling
+from restarter.kube import Conflict
+from restarter.pacing import Pacer
+from restarter.settings import Settings
+from restarter.windows import WindowRequest
+
+HOUR = dt.timedelta(hours=1)
+SETTINGS = Settings(timezone="UTC", window_length=HOUR)
+log = logging.getLogger(__name__)
+
+
+def pending(version: str, since: int) -> dict[str, Any]:
+    """A Deployment stamped for change 812 of Secret db, window ``now``."""
+    request = WindowRequest(at="now", timezone="UTC", length=HOUR)
+    annotations = {
+        keys.pending_key("secret", "db"): str(since),
+        keys.window_key("secret", "db"): request.to_mark("Secret/db", "812"),
+    }
+    return {
+        "metadata": {
+            "name": "web",
+            "namespace": "ns",
+            "uid": "u-1",
+            "resourceVersion": version,
+            "labels": {keys.PENDING_LABEL: "true"},
+            "annotations": annotations,
+            "finalizers": [keys.FINALIZER],
+        },
+        "spec": {"template": {"metadata": {}}},
+    }
+
+
+def restarted(version: str, at: int) -> dict[str, Any]:
+    """The same Deployment after restarter's restart for change 812 at ``at``."""
+    return {
+        "metadata": {
+            "name": "web",
+            "namespace": "ns",
+            "uid": "u-1",
+            "resourceVersion": version,
+            "annotations": {
+                keys.RESTART_TS: str(at),
+                keys.RESTARTED_FOR: '{"secret.db":"812"}',
+            },
+        },
+        "spec": {"template": {"metadata": {"annotations": {keys.RESTARTED_AT: "x"}}}},
+    }
+
+
+class ScriptedApi:
+    """Reads and patches answer from their scripts, in order; an Exception is raised."""
+
+    def __init__(self, reads: list[Any], patches: list[Any]) -> None:
+        self.reads, self.patches = reads, patches
+        self.sent: list[dict[str, Any]] = []
+
+    def read_workload(self, plural: str, namespace: str, name: str) -> Any:
+        return self._answer(self.reads.pop(0))
+
+    def patch_workload(self, plural: str, namespace: str, name: str, patch: Any) -> Any:
+        self.sent.append(patch)
+        return self._answer(self.patches.pop(0))
+
+    @staticmethod
+    def _answer(answer: Any) -> Any:
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+@pytest.fixture
+def events(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    posted: list[str] = []
+    monkeypatch.setattr(
+        reconciling, "_event", lambda obj, *, type, reason, message: posted.append(reason)
+    )
+    return posted
+
+
+def count(result: str) -> float:
+    labels = {"kind": "Deployment", "result": result}
+    return REGISTRY.get_sample_value("restarter_restarts_total", labels) or 0.0
+
+
+def tick(body: dict[str, Any], api: ScriptedApi, memo: dict[str, Any], pacer: Pacer) -> None:
+    asyncio.run(
+        reconciling.restart_when_due(
+            "deployments",
+            body,
+            SETTINGS,
+            api,
+            pacer,
+            memo,
+            log,  # type: ignore[arg-type]
+        )
+    )
+
+
+def new_pacer() -> Pacer:
+    return Pacer(SETTINGS.pacing, stale_after=2.5 * SETTINGS.timer_interval)
+
+
+def now_seconds() -> int:
+    return int(dt.datetime.now(dt.UTC).timestamp())
+
+
+def test_the_patch_is_conditional_on_the_fresh_read_not_on_the_ticks_body(
+    events: list[str],
+) -> None:
+    since = now_seconds() - 5
+    api = ScriptedApi(reads=[pending("12", since)], patches=[restarted("13", now_seconds())])
+    memo: dict[str, Any] = {}
+    before = count("restarted")
+    tick(pending("10", since), api, memo, new_pacer())
+    assert [patch["metadata"]["resourceVersion"] for patch in api.sent] == ["12"]
+    assert events == ["Restarted"]
+    assert count("restarted") == before + 1
+    assert reconciling.released(memo, {"resourceVersion": "13"})
+    assert not reconciling.released(memo, {"resourceVersion": "14"})
+
+
+def test_a_restart_whose_answer_was_lost_is_reported_once_and_not_sent_again(
+    events: list[str],
+) -> None:
+    """The tick's body is the DELETED echo (marks, the restart's version); the fresh read
+    shows the restart recorded for the marks' change after their stamp."""
+    since = now_seconds() - 5
+    api = ScriptedApi(reads=[restarted("13", since + 2)], patches=[])
+    pacer = new_pacer()
+    before = count("restarted")
+    tick(pending("13", since), api, {}, pacer)
+    assert api.sent == []
+    assert events == ["Restarted"]
+    assert count("restarted") == before + 1
+    assert pacer.in_flight() == 1, "its rollout holds a pacing slot"
+
+
+def test_marks_removed_meanwhile_send_and_report_nothing(events: list[str]) -> None:
+    since = now_seconds() - 5
+    cleared = restarted("13", since - 600)  # its last restart was before the stamp
+    api = ScriptedApi(reads=[cleared], patches=[])
+    memo: dict[str, Any] = {}
+    tick(pending("12", since), api, memo, new_pacer())
+    assert api.sent == []
+    assert events == []
+    assert reconciling.released(memo, {"resourceVersion": "13"})
+
+
+def test_two_conflicts_send_nothing_more_and_free_the_slot(events: list[str]) -> None:
+    since = now_seconds() - 5
+    api = ScriptedApi(
+        reads=[pending("11", since), pending("12", since)],
+        patches=[Conflict("changed"), Conflict("changed again")],
+    )
+    pacer = new_pacer()
+    tick(pending("10", since), api, {}, pacer)
+    assert [patch["metadata"]["resourceVersion"] for patch in api.sent] == ["11", "12"]
+    assert events == []
+    assert pacer.in_flight() == 0
+
+
+def test_a_read_that_fails_counts_as_a_failed_restart_and_frees_the_slot(
+    events: list[str],
+) -> None:
+    api = ScriptedApi(reads=[ConnectionError("apiserver away")], patches=[])
+    pacer = new_pacer()
+    before = count("failed")
+    with pytest.raises(ConnectionError):
+        tick(pending("10", now_seconds() - 5), api, {}, pacer)
+    assert count("failed") == before + 1
+    assert pacer.in_flight() == 0
+    assert events == []
