@@ -18,6 +18,7 @@ from restarter.reconciling import already_seen, reconcile_source, restart_when_d
 from restarter.reference_map import ReferenceMap
 from restarter.references import SOURCE_KINDS, WORKLOAD_KINDS
 from restarter.releasing import FinalizerReleaser, ReleaseFailed
+from restarter.seen_marks import SeenMarks
 from restarter.settings import Settings
 from restarter.workload_watching import WorkloadWatcher
 
@@ -43,7 +44,9 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
     reference_map = ReferenceMap()
     # A due workload that stops asking for a slot for over two ticks leaves the queue.
     pacer = Pacer(settings.pacing, stale_after=2.5 * settings.timer_interval)
-    watcher = WorkloadWatcher(api, reference_map, settings.namespaces, WorkloadObserver(api, pacer))
+    seen = SeenMarks()
+    observer = WorkloadObserver(api, pacer, seen)
+    watcher = WorkloadWatcher(api, reference_map, settings.namespaces, observer)
     sweeper = PacerSweeper(api, pacer)
 
     @kopf.on.startup(registry=registry, id="share_threads")
@@ -76,7 +79,7 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
             )
 
     for plural in WORKLOAD_KINDS:
-        _register_workload(registry, plural, settings, api, pacer)
+        _register_workload(registry, plural, settings, api, pacer, seen)
 
     for kind in SOURCE_KINDS:
         _register_source(registry, kind, settings, api, reference_map, watcher, seen_checksums)
@@ -102,7 +105,12 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
 
 
 def _register_workload(
-    registry: kopf.OperatorRegistry, plural: str, settings: Settings, api: Api, pacer: Pacer
+    registry: kopf.OperatorRegistry,
+    plural: str,
+    settings: Settings,
+    api: Api,
+    pacer: Pacer,
+    seen: SeenMarks,
 ) -> None:
     @kopf.timer(
         "apps",
@@ -119,7 +127,7 @@ def _register_workload(
     async def pending_restart(body: Any, memo: Any, logger: Any, **_: Any) -> None:
         """A workload with pending marks: restart it when its window is open and pacing
         lets it start."""
-        await restart_when_due(plural, body, settings, api, pacer, memo, logger)
+        await restart_when_due(plural, body, settings, api, pacer, seen, memo, logger)
 
 
 def _register_source(

@@ -1,5 +1,6 @@
 """What the workload streams' bodies feed besides the reference map: the pending label's
-repair, the pacer's view of rollouts, the pending gauge; and the pacer's upkeep thread."""
+repair, the pacer's view of rollouts, the marks seen (for the timer), the pending gauge;
+and the pacer's upkeep thread."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from restarter.kube import Api
 from restarter.pacing import Key, Pacer
 from restarter.reconciling import repair_label
 from restarter.references import WORKLOAD_KINDS
+from restarter.seen_marks import SeenMarks
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +25,8 @@ SWEEP_INTERVAL = 5.0
 class WorkloadObserver:
     """The streams' ``Inspector``: every workload body seen, every workload gone."""
 
-    def __init__(self, api: Api, pacer: Pacer) -> None:
-        self.api, self.pacer = api, pacer
+    def __init__(self, api: Api, pacer: Pacer, seen: SeenMarks) -> None:
+        self.api, self.pacer, self.seen = api, pacer, seen
         self.pending = metrics.PendingWorkloads()
         self._known: dict[tuple[str, str | None], set[tuple[str, str]]] = {}
         self._lock = threading.Lock()
@@ -33,12 +35,14 @@ class WorkloadObserver:
         metadata = body.get("metadata") or {}
         namespace, name = metadata.get("namespace", ""), metadata.get("name", "")
         self.pacer.observe(plural, body, time.time())
+        self.seen.observe(plural, metadata)
         marked = decisions.has_pending(metadata.get("annotations"))
         self.pending.observe(WORKLOAD_KINDS[plural], namespace, name, marked)
         repair_label(plural, body, self.api)
 
     def deleted(self, plural: str, namespace: str, name: str) -> None:
         self.pacer.forget((plural, namespace, name))
+        self.seen.forget((plural, namespace, name))
         self.pending.observe(WORKLOAD_KINDS[plural], namespace, name, False)
 
     def listed(self, plural: str, namespace: str | None, present: set[tuple[str, str]]) -> None:

@@ -17,6 +17,7 @@ from restarter.decisions import Action, Change
 from restarter.kube import Api, Conflict, compare_versions
 from restarter.references import SOURCE_KINDS, WORKLOAD_KINDS
 from restarter.schedule import ScheduleError, next_restart, parse_zone
+from restarter.seen_marks import SeenMarks
 from restarter.settings import Settings
 
 #: Memo key of a timer whose workload this operator has restarted (or cleared): marks,
@@ -293,6 +294,7 @@ async def restart_when_due(
     settings: Settings,
     api: Api,
     pacer: pacing.Pacer,
+    seen: SeenMarks,
     memo: MutableMapping[str, Any],
     logger: logging.Logger | logging.LoggerAdapter[Any],
 ) -> None:
@@ -309,7 +311,7 @@ async def restart_when_due(
         return
     if decision.action is not Action.RESTART:
         await asyncio.to_thread(
-            _act, plural, workload, settings, api, now, memo, logger, may_restart=False
+            _act, plural, workload, settings, api, seen, now, memo, logger, may_restart=False
         )
         return
     key = pacing.key_of(plural, workload)
@@ -320,7 +322,7 @@ async def restart_when_due(
         # Waiting for the slot took time: decided again at the instant the patch is sent.
         now = dt.datetime.now(dt.UTC)
         restarted = await asyncio.to_thread(
-            _act, plural, workload, settings, api, now, memo, logger, may_restart=True
+            _act, plural, workload, settings, api, seen, now, memo, logger, may_restart=True
         )
     except Exception:
         metrics.RESTARTS.labels(WORKLOAD_KINDS[plural], "failed").inc()
@@ -363,28 +365,34 @@ def _act(
     ticked: Mapping[str, Any],
     settings: Settings,
     api: Api,
+    seen: SeenMarks,
     now: dt.datetime,
     memo: MutableMapping[str, Any],
     logger: logging.Logger | logging.LoggerAdapter[Any],
     *,
     may_restart: bool,
 ) -> Mapping[str, Any] | None:
-    """Restart (when ``may_restart``) or clear, decided on a fresh read, never on the
-    tick's body; the restarted body.
+    """Restart (when ``may_restart``) or clear, decided on the workload as it is at a
+    version, never on an echo; the restarted body.
 
     The tick's body can be the echo of a change that removed the marks: kopf hands its
     timers the body of its label-selected watch's DELETED event, which shows the object
     as it was before that change but carries the new resourceVersion, so a patch
     conditional on it would apply. That happens when a restart's answer was lost (the
     apiserver went away after applying it) and the tick is tried again, or when marks and
-    label were removed by hand. The patch is conditional on the fresh read; on a conflict
-    the workload is read and decided once more at once, so a busy one keeps its window.
+    label were removed by hand. So the tick's body is decided on only when restarter's own
+    streams (which select no label, so hand over no echo) saw the workload at that very
+    version with those very marks (the common case: stamped seconds or hours before);
+    otherwise it is read first. The patch is conditional on the version decided on; on a
+    conflict the workload is read and decided once more at once, so a busy one keeps its
+    window.
     """
     metadata = ticked["metadata"]
     namespace, name = metadata["namespace"], metadata["name"]
     kind = WORKLOAD_KINDS[plural]
-    for _ in range(2):
-        fresh = api.read_workload(plural, namespace, name)
+    vouched = seen.vouches_for(plural, ticked)
+    for attempt in range(2):
+        fresh = ticked if vouched and not attempt else api.read_workload(plural, namespace, name)
         if fresh is None:
             return None
         annotations = fresh["metadata"].get("annotations")

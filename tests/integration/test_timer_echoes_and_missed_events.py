@@ -38,6 +38,7 @@ from restarter.decisions import decide_restart, stamp_patch
 from restarter.kube import Api, Conflict
 from restarter.pacing import Pacer
 from restarter.reconciling import restart_when_due, timer_wanted
+from restarter.seen_marks import SeenMarks
 from restarter.settings import Settings
 from restarter.windows import WindowRequest
 from tests.conftest import wait_for
@@ -109,8 +110,12 @@ def selected(apps: Apps, namespace: str) -> Iterator[LabelSelectedWatch]:
     watch.stop()
 
 
-def tick(body: dict[str, Any], api: Api, memo: dict[str, Any]) -> list[posting.K8sEvent]:
-    """One tick of the operator's timer flow on ``body``; the Events it posted."""
+def tick(
+    body: dict[str, Any], api: Api, memo: dict[str, Any], seen: SeenMarks | None = None
+) -> list[posting.K8sEvent]:
+    """One tick of the operator's timer flow on ``body``; the Events it posted. ``seen``:
+    what the operator's own streams saw (nothing: every body is read again first)."""
+    seen = seen or SeenMarks()
     queue: posting.K8sEventQueue = asyncio.Queue()
 
     async def run() -> None:
@@ -118,7 +123,7 @@ def tick(body: dict[str, Any], api: Api, memo: dict[str, Any]) -> list[posting.K
         posting.event_queue_var.set(queue)
         posting.event_queue_loop_var.set(asyncio.get_running_loop())
         pacer = Pacer(SETTINGS.pacing, stale_after=2.5 * SETTINGS.timer_interval)
-        await restart_when_due("deployments", body, SETTINGS, api, pacer, memo, log)
+        await restart_when_due("deployments", body, SETTINGS, api, pacer, seen, memo, log)
 
     asyncio.run(run())
     events = []

@@ -19,6 +19,7 @@ from prometheus_client import REGISTRY
 from restarter import keys, reconciling
 from restarter.kube import Conflict
 from restarter.pacing import Pacer
+from restarter.seen_marks import SeenMarks
 from restarter.settings import Settings
 from restarter.windows import WindowRequest
 
@@ -100,17 +101,16 @@ def count(result: str) -> float:
     return REGISTRY.get_sample_value("restarter_restarts_total", labels) or 0.0
 
 
-def tick(body: dict[str, Any], api: ScriptedApi, memo: dict[str, Any], pacer: Pacer) -> None:
+def tick(
+    body: dict[str, Any],
+    api: Any,
+    memo: dict[str, Any],
+    pacer: Pacer,
+    seen: SeenMarks | None = None,
+) -> None:
+    seen = seen or SeenMarks()
     asyncio.run(
-        reconciling.restart_when_due(
-            "deployments",
-            body,
-            SETTINGS,
-            api,
-            pacer,
-            memo,
-            log,  # type: ignore[arg-type]
-        )
+        reconciling.restart_when_due("deployments", body, SETTINGS, api, pacer, seen, memo, log)
     )
 
 
@@ -135,6 +135,48 @@ def test_the_patch_is_conditional_on_the_fresh_read_not_on_the_ticks_body(
     assert count("restarted") == before + 1
     assert reconciling.released(memo, {"resourceVersion": "13"})
     assert not reconciling.released(memo, {"resourceVersion": "14"})
+
+
+def test_a_body_the_streams_saw_at_its_version_with_its_marks_is_patched_without_a_read(
+    events: list[str],
+) -> None:
+    since = now_seconds() - 5
+    body = pending("12", since)
+    seen = SeenMarks()
+    seen.observe("deployments", body["metadata"])
+    api = ScriptedApi(reads=[], patches=[restarted("13", now_seconds())])
+    tick(body, api, {}, new_pacer(), seen)
+    assert [patch["metadata"]["resourceVersion"] for patch in api.sent] == ["12"]
+    assert events == ["Restarted"]
+
+
+def test_an_echo_is_read_again_though_the_streams_saw_its_marks_at_an_older_version(
+    events: list[str],
+) -> None:
+    """The streams saw the marks at 12 and the restart at 13 (no marks); kopf's echo
+    shows the marks at 13."""
+    since = now_seconds() - 5
+    seen = SeenMarks()
+    seen.observe("deployments", pending("12", since)["metadata"])
+    seen.observe("deployments", restarted("13", since + 2)["metadata"])
+    assert not seen.vouches_for("deployments", pending("13", since))
+    seen.observe("deployments", pending("12", since)["metadata"])  # streams lag behind
+    assert not seen.vouches_for("deployments", pending("13", since))
+    api = ScriptedApi(reads=[restarted("13", since + 2)], patches=[])
+    tick(pending("13", since), api, {}, new_pacer(), seen)
+    assert api.sent == []
+    assert events == ["Restarted"]  # the lost answer's report, nothing sent
+
+
+def test_other_marks_at_the_same_version_are_not_vouched_for() -> None:
+    seen = SeenMarks()
+    body = pending("12", 1796000000)
+    seen.observe("deployments", body["metadata"])
+    other = pending("12", 1796000001)
+    assert seen.vouches_for("deployments", body)
+    assert not seen.vouches_for("deployments", other)
+    seen.forget(("deployments", "ns", "web"))
+    assert not seen.vouches_for("deployments", body)
 
 
 def test_a_restart_whose_answer_was_lost_is_reported_once_and_not_sent_again(

@@ -1,0 +1,58 @@
+"""The pending marks of each workload at the version restarter's own streams last saw.
+
+kopf's label-selected watch can hand a timer the echo of a DELETED event: the marks as
+they were, with a newer resourceVersion at which the workload has none. restarter's
+workload streams select no label, so every body they deliver is the workload as it was
+at that version. A tick whose body shows exactly the version and marks seen here acts on
+that body; any other body is read again first (see ``reconciling._act``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from restarter import keys
+
+Key = tuple[str, str, str]  # (plural, namespace, name)
+
+_MARK_PREFIXES = (keys.PENDING_RESTART + "/", keys.RESTART_AT + "/")
+
+
+def _marks(annotations: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    return tuple(
+        sorted((k, v) for k, v in (annotations or {}).items() if k.startswith(_MARK_PREFIXES))
+    )
+
+
+def _key(plural: str, metadata: Mapping[str, Any]) -> Key:
+    return plural, metadata.get("namespace", ""), metadata.get("name", "")
+
+
+class SeenMarks:
+    """Workloads with pending marks → (resourceVersion, hash of the marks) last seen."""
+
+    def __init__(self) -> None:
+        self._seen: dict[Key, tuple[str, int]] = {}
+        self._lock = threading.Lock()
+
+    def observe(self, plural: str, metadata: Mapping[str, Any]) -> None:
+        key, marks = _key(plural, metadata), _marks(metadata.get("annotations"))
+        with self._lock:
+            if marks:
+                self._seen[key] = (str(metadata.get("resourceVersion")), hash(marks))
+            else:
+                self._seen.pop(key, None)
+
+    def forget(self, key: Key) -> None:
+        with self._lock:
+            self._seen.pop(key, None)
+
+    def vouches_for(self, plural: str, body: Mapping[str, Any]) -> bool:
+        """True when the streams saw this workload at the body's version with its marks."""
+        metadata = body.get("metadata") or {}
+        marks = _marks(metadata.get("annotations"))
+        with self._lock:
+            seen = self._seen.get(_key(plural, metadata))
+        return bool(marks) and seen == (str(metadata.get("resourceVersion")), hash(marks))
