@@ -28,42 +28,30 @@ SETTINGS = Settings(timezone="UTC", window_length=HOUR)
 log = logging.getLogger(__name__)
 
 
-def pending(version: str, since: int) -> dict[str, Any]:
-    """A Deployment stamped for change 812 of Secret db, window ``now``."""
-    request = WindowRequest(at="now", timezone="UTC", length=HOUR)
-    annotations = {
-        keys.pending_key("secret", "db"): str(since),
-        keys.window_key("secret", "db"): request.to_mark("Secret/db", "812"),
-    }
+def deployment(version: str, annotations: dict[str, str], **metadata: Any) -> dict[str, Any]:
+    identity = {"name": "web", "namespace": "ns", "uid": "u-1", "resourceVersion": version}
     return {
-        "metadata": {
-            "name": "web",
-            "namespace": "ns",
-            "uid": "u-1",
-            "resourceVersion": version,
-            "labels": {keys.PENDING_LABEL: "true"},
-            "annotations": annotations,
-            "finalizers": [keys.FINALIZER],
-        },
+        "metadata": identity | {"annotations": annotations} | metadata,
         "spec": {"template": {"metadata": {}}},
     }
 
 
+def pending(version: str, since: int) -> dict[str, Any]:
+    """A Deployment stamped for change 812 of Secret db, window ``now``."""
+    request = WindowRequest(at="now", timezone="UTC", length=HOUR)
+    marks = {
+        keys.pending_key("secret", "db"): str(since),
+        keys.window_key("secret", "db"): request.to_mark("Secret/db", "812"),
+    }
+    return deployment(
+        version, marks, labels={keys.PENDING_LABEL: "true"}, finalizers=[keys.FINALIZER]
+    )
+
+
 def restarted(version: str, at: int) -> dict[str, Any]:
     """The same Deployment after restarter's restart for change 812 at ``at``."""
-    return {
-        "metadata": {
-            "name": "web",
-            "namespace": "ns",
-            "uid": "u-1",
-            "resourceVersion": version,
-            "annotations": {
-                keys.RESTART_TS: str(at),
-                keys.RESTARTED_FOR: '{"secret.db":"812"}',
-            },
-        },
-        "spec": {"template": {"metadata": {"annotations": {keys.RESTARTED_AT: "x"}}}},
-    }
+    recorded = {keys.RESTART_TS: str(at), keys.RESTARTED_FOR: '{"secret.db":"812"}'}
+    return deployment(version, recorded)
 
 
 class ScriptedApi:
