@@ -151,23 +151,21 @@ def satisfied(mark: Mark, recorded: Mapping[str, str]) -> bool:
     return mark.change is not None and recorded.get(mark.token) == mark.change
 
 
-def restarted_for_marks(
+def restart_for_marks(
     marked: Mapping[str, str] | None, now_annotations: Mapping[str, str] | None
-) -> bool:
-    """True when a workload that carried the marks of ``marked`` now shows a restart for
-    every one of them: each change recorded, the restart-ts at or after each stamp. So a
+) -> int | None:
+    """The restart-ts of a restart for every mark of ``marked`` that ``now_annotations``
+    show (each change recorded, the restart at or after each stamp), or None. Set: a
     restart was sent for these marks (one whose answer was lost), not a clear."""
     marks = pending_marks(marked)
     recorded = restarted_for(now_annotations)
     restarted = keys.epoch_seconds((now_annotations or {}).get(keys.RESTART_TS))
-    return (
-        bool(marks)
-        and restarted is not None
-        and all(
-            satisfied(mark, recorded) and mark.since is not None and restarted >= mark.since
-            for mark in marks
-        )
-    )
+    if not marks or restarted is None:
+        return None
+    for mark in marks:
+        if not (satisfied(mark, recorded) and mark.since is not None and restarted >= mark.since):
+            return None
+    return restarted
 
 
 def has_pending(annotations: Mapping[str, str] | None) -> bool:
@@ -309,9 +307,7 @@ def clear_patch(annotations: Mapping[str, str], metadata: Mapping[str, Any]) -> 
     the workload and so would never remove it.
     """
     cleared: dict[str, str | None] = {
-        key: None
-        for key in annotations
-        if key.startswith((keys.PENDING_RESTART + "/", keys.RESTART_AT + "/"))
+        key: None for key in annotations if key.startswith(keys.MARK_PREFIXES)
     }
     # The finalizer is removed even if the body read lacks it: kopf may have added it
     # since, and removing an absent entry is a no-op.

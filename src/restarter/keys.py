@@ -51,6 +51,9 @@ PENDING_RESTART = f"pending-restart.{PREFIX}"
 #: (``{"at":"03.00","length":"1h","source":"Secret/db","timezone":"UTC"}``).
 RESTART_AT = f"restart-at.{PREFIX}"
 
+#: How the annotation keys of a pending mark (both halves) begin.
+MARK_PREFIXES = (PENDING_RESTART + "/", RESTART_AT + "/")
+
 #: Label on a workload while it has pending marks: kopf's watch of workloads selects it
 #: server-side, so kopf (its timers, finalizer and memory) sees only pending workloads.
 PENDING_LABEL = f"{PREFIX}/pending"

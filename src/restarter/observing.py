@@ -35,7 +35,7 @@ class WorkloadObserver:
         metadata = body.get("metadata") or {}
         namespace, name = metadata.get("namespace", ""), metadata.get("name", "")
         self.pacer.observe(plural, body, time.time())
-        self.seen.observe(plural, metadata)
+        self.seen.observe(plural, body)
         marked = decisions.has_pending(metadata.get("annotations"))
         self.pending.observe(WORKLOAD_KINDS[plural], namespace, name, marked)
         repair_label(plural, body, self.api)

@@ -398,13 +398,12 @@ def _act(
         annotations = fresh["metadata"].get("annotations")
         if not decisions.has_pending(annotations):
             release(memo, ticked, fresh)
-            if decisions.restarted_for_marks(metadata.get("annotations"), annotations):
+            restarted = decisions.restart_for_marks(metadata.get("annotations"), annotations)
+            if restarted is not None:
                 # An earlier try of this tick restarted it; its answer was lost.
-                at = dt.datetime.fromtimestamp(
-                    keys.epoch_seconds(annotations.get(keys.RESTART_TS)) or 0, dt.UTC
-                )
-                sources = decisions.decide_restart(ticked, settings, now).sources
-                _report_restart(kind, ticked, fresh, sources, at, logger)
+                marks = decisions.pending_marks(metadata.get("annotations"))
+                at = dt.datetime.fromtimestamp(restarted, dt.UTC)
+                _report_restart(kind, ticked, fresh, tuple(m.token for m in marks), at, logger)
                 return fresh
             logger.info("no pending mark any more (cleared meanwhile); nothing sent")
             return None
@@ -438,13 +437,13 @@ def _report_restart(
 ) -> None:
     """The restart's count, change-to-restart time, log line and ``Restarted`` Event."""
     metrics.RESTARTS.labels(kind, "restarted").inc()
-    seen = [
+    stamped = [
         mark.since
         for mark in decisions.pending_marks(marked["metadata"].get("annotations") or {})
         if mark.since is not None
     ]
-    if seen:
-        metrics.CHANGE_TO_RESTART.observe(max(0.0, at.timestamp() - min(seen)))
+    if stamped:
+        metrics.CHANGE_TO_RESTART.observe(max(0.0, at.timestamp() - min(stamped)))
     message = (
         f"restarted in window (pending for {', '.join(sources)}); "
         f"restartedAt {at.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"

@@ -14,20 +14,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from restarter import keys
-
-Key = tuple[str, str, str]  # (plural, namespace, name)
-
-_MARK_PREFIXES = (keys.PENDING_RESTART + "/", keys.RESTART_AT + "/")
+from restarter.pacing import Key, key_of
 
 
 def _marks(annotations: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
     return tuple(
-        sorted((k, v) for k, v in (annotations or {}).items() if k.startswith(_MARK_PREFIXES))
+        sorted((k, v) for k, v in (annotations or {}).items() if k.startswith(keys.MARK_PREFIXES))
     )
-
-
-def _key(plural: str, metadata: Mapping[str, Any]) -> Key:
-    return plural, metadata.get("namespace", ""), metadata.get("name", "")
 
 
 class SeenMarks:
@@ -37,8 +30,9 @@ class SeenMarks:
         self._seen: dict[Key, tuple[str, int]] = {}
         self._lock = threading.Lock()
 
-    def observe(self, plural: str, metadata: Mapping[str, Any]) -> None:
-        key, marks = _key(plural, metadata), _marks(metadata.get("annotations"))
+    def observe(self, plural: str, body: Mapping[str, Any]) -> None:
+        metadata = body.get("metadata") or {}
+        key, marks = key_of(plural, body), _marks(metadata.get("annotations"))
         with self._lock:
             if marks:
                 self._seen[key] = (str(metadata.get("resourceVersion")), hash(marks))
@@ -54,5 +48,5 @@ class SeenMarks:
         metadata = body.get("metadata") or {}
         marks = _marks(metadata.get("annotations"))
         with self._lock:
-            seen = self._seen.get(_key(plural, metadata))
+            seen = self._seen.get(key_of(plural, body))
         return bool(marks) and seen == (str(metadata.get("resourceVersion")), hash(marks))

@@ -131,7 +131,7 @@ def test_a_body_the_streams_saw_at_its_version_with_its_marks_is_patched_without
     since = now_seconds() - 5
     body = pending("12", since)
     seen = SeenMarks()
-    seen.observe("deployments", body["metadata"])
+    seen.observe("deployments", body)
     api = ScriptedApi(reads=[], patches=[restarted("13", now_seconds())])
     tick(body, api, {}, new_pacer(), seen)
     assert [patch["metadata"]["resourceVersion"] for patch in api.sent] == ["12"]
@@ -145,10 +145,10 @@ def test_an_echo_is_read_again_though_the_streams_saw_its_marks_at_an_older_vers
     shows the marks at 13."""
     since = now_seconds() - 5
     seen = SeenMarks()
-    seen.observe("deployments", pending("12", since)["metadata"])
-    seen.observe("deployments", restarted("13", since + 2)["metadata"])
+    seen.observe("deployments", pending("12", since))
+    seen.observe("deployments", restarted("13", since + 2))
     assert not seen.vouches_for("deployments", pending("13", since))
-    seen.observe("deployments", pending("12", since)["metadata"])  # streams lag behind
+    seen.observe("deployments", pending("12", since))  # streams lag behind
     assert not seen.vouches_for("deployments", pending("13", since))
     api = ScriptedApi(reads=[restarted("13", since + 2)], patches=[])
     tick(pending("13", since), api, {}, new_pacer(), seen)
@@ -159,7 +159,7 @@ def test_an_echo_is_read_again_though_the_streams_saw_its_marks_at_an_older_vers
 def test_other_marks_at_the_same_version_are_not_vouched_for() -> None:
     seen = SeenMarks()
     body = pending("12", 1796000000)
-    seen.observe("deployments", body["metadata"])
+    seen.observe("deployments", body)
     other = pending("12", 1796000001)
     assert seen.vouches_for("deployments", body)
     assert not seen.vouches_for("deployments", other)
