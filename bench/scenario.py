@@ -171,12 +171,11 @@ def reset(harness: Harness) -> int:
     for name in labelled:
         data = workload.secret_data(name, harness.versions[name])
         objects.patch_secret(name, {"metadata": {"annotations": {keys.CHECKSUM: checksum(data)}}})
-    prefixes = (keys.PENDING_RESTART + "/", keys.RESTART_AT + "/")
     patches = []
     for deployment in objects.deployments():
         metadata = deployment["metadata"]
         annotations = metadata.get("annotations") or {}
-        marks = [k for k in annotations if k.startswith(prefixes)]
+        marks = [k for k in annotations if k.startswith(keys.MARK_PREFIXES)]
         finalizers = metadata.get("finalizers") or []
         pending = keys.PENDING_LABEL in (metadata.get("labels") or {})
         has_auto = annotations.get(RELOADER_AUTO) == "true"  # Deployments made before it was added

@@ -181,7 +181,7 @@ def marks(body: dict[str, Any]) -> list[str]:
     return sorted(
         key
         for key in body["metadata"].get("annotations") or {}
-        if key.startswith((keys.PENDING_RESTART, keys.RESTART_AT))
+        if key.startswith(keys.MARK_PREFIXES)
     )
 
 
