@@ -222,8 +222,7 @@ def run_once(
     finally:
         process.stop()
     # Settled: the deployment controller has acted on every restart. Availability is not
-    # waited for: on this loaded machine kwok's nodes sometimes miss a heartbeat, the node
-    # controller marks their pods NotReady, and kwok does not mark them Ready again.
+    # waited for: the next run needs only the controller to be done with this one.
     _wait(lambda: _all_rolled(apps), 600, "rollouts settled")
     return result
 

@@ -26,6 +26,8 @@ SERVICE_CIDR = "10.0.0.0/24"
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 #: kwok manages exactly the nodes carrying this annotation.
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+#: The duration of the node Leases kwok renews (a kubelet's default), a quarter of it apart.
+NODE_LEASE_SECONDS = 40
 
 
 class ClusterError(RuntimeError):
@@ -205,8 +207,9 @@ class Cluster:
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--controllers=*,-nodeipam,-cloud-node-lifecycle,-route,-service",
             "--profiling=false",
-            # kwok's simulated nodes can miss heartbeats while this machine is saturated;
-            # marked NotReady, their pods lose Ready and kwok never restores it.
+            # A node marked NotReady has its pods' Ready taken away, and kwok never gives it
+            # back. kwok renews the nodes' Leases (see _kwok_args); this margin covers
+            # renewals late by minutes while this machine is saturated.
             "--node-monitor-grace-period=10m",
             "--v=1",
         ]
@@ -237,6 +240,11 @@ class Cluster:
             "--cidr=10.244.0.1/16",
             "--node-ip=10.1.0.1",
             f"--server-address=127.0.0.1:{self.ports['kwok']}",
+            # Without a lease duration kwok renews no node Lease and posts node status only
+            # every 10 to 20 min, so the nodes went NotReady 10 min after start (the grace
+            # period above) and every pod then on them lost Ready for good. With it, kwok
+            # renews each node's Lease every 10 s and posts status every 20 to 45 s.
+            f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
         ]
 
     def _write_kubeconfig(self, certs: pki.Pki) -> None:

@@ -42,6 +42,27 @@ def test_deployment_creates_replicaset_and_ready_pods_on_kwok_nodes(
     assert nodes <= {"kwok-node-0", "kwok-node-1"}
 
 
+def test_kwok_renews_each_nodes_lease_so_the_nodes_stay_ready(
+    api_client: kubernetes.client.ApiClient,
+) -> None:
+    """kube-controller-manager marks a node NotReady (and takes Ready from its pods) when
+    neither its Lease nor its status is renewed within the grace period; kwok renews the
+    Leases every 10 s."""
+    leases = kubernetes.client.CoordinationV1Api(api_client)
+
+    def renewed() -> dict[str, object]:
+        items = leases.list_namespaced_lease("kube-node-lease").items
+        return {lease.metadata.name: lease.spec.renew_time for lease in items}
+
+    nodes = {"kwok-node-0", "kwok-node-1"}
+    first = wait_for(lambda: nodes <= renewed().keys() and renewed(), 30, message="node Leases")
+    wait_for(
+        lambda: all(renewed()[node] != first[node] for node in nodes),
+        30,
+        message="both node Leases renewed",
+    )
+
+
 def test_rollout_restart_creates_a_second_replicaset_and_completes(
     cluster: Cluster, apps: kubernetes.client.AppsV1Api, namespace: str
 ) -> None:
