@@ -215,32 +215,36 @@ def test_a_window_that_closes_first_defers_the_rest_to_the_next_window(
     operator: OperatorFactory,
     rollouts: Callable[..., Rollouts],
 ) -> None:
-    # Windows open at every minute for 15 s; one slot; "a-stuck" never completes, so "b"
-    # cannot start in the occurrence in which "a-stuck" took the slot.
+    # Windows open at every minute for 15 s; one slot. Neither rollout ever completes, so
+    # whichever of the two ticks first at the window's start holds the slot past the
+    # window's close (the rollout timeout, 20 s), and the other cannot start in it.
     window = {keys.CRON: "* * * * *", keys.WINDOW_LENGTH: "15s"}
+    names = {"a-stuck", "b-stuck"}
     core.create_namespaced_secret(namespace, secret("cert", {"tls.key": "a"}, "cron", window))
-    create_dependents(apps, namespace, ["a-stuck", "b"], frozenset({"a-stuck"}))
-    wait_for(lambda: all_ready(apps, namespace, ["b"]), 60, message="Deployment b ready")
+    create_dependents(apps, namespace, sorted(names), frozenset(names))
     operator("--max-in-flight", "1", "--rollout-timeout", "20s")
     baseline(core, namespace, "cert")
     watch = rollouts(20)
     change_data(core, namespace, "cert", "b")
-    wait_for(lambda: "a-stuck" in watch.restarted(), 75, message="a-stuck restarted first")
+    started = wait_for(lambda: watch.restarted(), 75, message="one restarted first")
+    assert len(started) == 1, started
+    [took_the_slot] = started
     first = dt.datetime.now(dt.UTC)
+    [waiting] = names - {took_the_slot}
     [deferred] = wait_for(
-        lambda: events(core, namespace, "b", "RestartDeferred"), 30, message="RestartDeferred"
+        lambda: events(core, namespace, waiting, "RestartDeferred"), 30, message="RestartDeferred"
     )
     assert "window closed before pacing let the restart start" in deferred.message
     assert "1 restarts in flight (limit 1)" in deferred.message
-    assert "b" not in watch.restarted()
-    marks = apps.read_namespaced_deployment("b", namespace).metadata.annotations
+    assert waiting not in watch.restarted()
+    marks = apps.read_namespaced_deployment(waiting, namespace).metadata.annotations
     assert keys.pending_key("secret", "cert") in marks  # still pending
-    wait_for(lambda: "b" in watch.restarted(), 90, message="b restarted in the next window")
-    [restarted_at] = watch.restarted_at["b"]
+    wait_for(lambda: waiting in watch.restarted(), 90, message="restarted in the next window")
+    [restarted_at] = watch.restarted_at[waiting]
     later = dt.datetime.strptime(restarted_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
     assert later.replace(second=0) > first.replace(second=0, microsecond=0)  # a later minute
     assert later.second < 15  # inside that occurrence
-    assert len(watch.restarted_at["a-stuck"]) == 1
+    assert len(watch.restarted_at[took_the_slot]) == 1
 
 
 def test_an_operator_killed_mid_pacing_loses_and_repeats_no_restart(
