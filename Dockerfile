@@ -1,14 +1,25 @@
-# restarter's image: build a wheel, install it into a clean slim Python, run as non-root.
-FROM python:3.11-slim AS build
-WORKDIR /src
-COPY pyproject.toml README.md ./
-COPY src ./src
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+# restarter's image: the app in a virtualenv on a Python base, run as uid 10001.
+#   docker build -t registry.example.com/platform/restarter:0.1.0 .
+# BASE is any image with python3 (with its venv module) and useradd: the default is the
+# official slim Python; hack/build-image.sh passes a Debian bookworm made from Debian's
+# packages, since these machines reach no container registry.
+ARG BASE=python:3.11-slim
 
-FROM python:3.11-slim
-RUN useradd --uid 10001 --no-create-home --shell /usr/sbin/nologin restarter
-COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+FROM ${BASE} AS build
+# Only for builders behind a TLS-inspecting proxy: a CA bundle for pip, mounted by the builder
+# (hack/build-image.sh does); unset, pip uses its own. Neither stays in the image.
+ARG PIP_CERT
+RUN python3 -m venv /opt/restarter
+COPY pyproject.toml README.md /src/
+COPY src /src/src
+RUN /opt/restarter/bin/pip install --no-cache-dir --disable-pip-version-check /src
+
+FROM ${BASE}
+RUN useradd --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin restarter
+COPY --from=build /opt/restarter /opt/restarter
+ENV PATH=/opt/restarter/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
 USER 10001:10001
 EXPOSE 8080
 ENTRYPOINT ["restarter"]

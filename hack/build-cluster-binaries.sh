@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds every binary of the local test cluster from official Go modules, once.
+# Builds every binary of the local test cluster from official Go modules, once (the real
+# node's kubelet too; its containerd and runc are Debian's, installed by hack/setup.sh).
 # Output: $RESTARTER_CACHE/k8s-<version>/bin (default ~/.cache/restarter/...), and
 # cert-manager's controller in $RESTARTER_CACHE/cert-manager-<version>/bin.
 # A second run finds the binaries and builds nothing.
@@ -22,7 +23,7 @@ k8s_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSI
 
 need() { [[ -x "$BIN/$1" ]] && { echo "cached: $BIN/$1"; return 1; }; echo "building: $1"; return 0; }
 
-for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet; do
   if need "$cmd"; then
     (cd "$HERE/tools/kubernetes" && go build -trimpath -ldflags "$k8s_ldflags" -o "$BIN/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd")
     mv "$BIN/$cmd.tmp" "$BIN/$cmd"

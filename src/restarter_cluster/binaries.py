@@ -12,6 +12,7 @@ REQUIRED = (
     "kube-controller-manager",
     "kube-scheduler",
     "kubectl",
+    "kubelet",
     "kwok",
     "helm",
 )

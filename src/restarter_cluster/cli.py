@@ -11,6 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from restarter_cluster import node
 from restarter_cluster.binaries import MissingBinaries
 from restarter_cluster.cert_manager import CertManager, CertManagerError
 from restarter_cluster.cluster import STATE_FILE, Cluster, ClusterError, process_alive
@@ -30,12 +31,30 @@ def _up(args: argparse.Namespace) -> int:
         running.down()
     shutil.rmtree(directory, ignore_errors=True)
     started = time.monotonic()
-    cluster = Cluster(directory=directory, nodes=args.nodes).up(timeout=args.timeout)
+    cluster = Cluster(directory=directory, nodes=args.nodes, real_node=args.real_node).up(
+        timeout=args.timeout
+    )
+    real = f" and the real node {node.NAME}" if cluster.real_node else ""
     print(
         f"control plane ready in {time.monotonic() - started:.1f}s: {cluster.server}, "
-        f"{cluster.nodes} kwok nodes"
+        f"{cluster.nodes} kwok nodes{real}"
     )
     print(f"export KUBECONFIG={cluster.kubeconfig}")
+    return 0
+
+
+def _node(args: argparse.Namespace) -> int:
+    cluster = Cluster.attach(args.dir)
+    if cluster.real_node:
+        print(f"the real node {node.NAME} is already up")
+        return 0
+    started = time.monotonic()
+    cluster.add_real_node(timeout=args.timeout)
+    print(
+        f"real node {node.NAME} Ready in {time.monotonic() - started:.1f}s; pods land on it "
+        f"with nodeSelector {node.NODE_LABEL[0]}={node.NODE_LABEL[1]} and its toleration; "
+        f"container output under {node.RealNode(cluster).pod_logs}"
+    )
     return 0
 
 
@@ -95,7 +114,15 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="start etcd, apiserver, controller-manager, scheduler, kwok")
     up.add_argument("--nodes", type=int, default=2, help="simulated nodes (default 2)")
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for readiness")
+    up.add_argument(
+        "--real-node",
+        action="store_true",
+        help="also start a real node (kubelet, containerd, runc) that runs the built images",
+    )
     up.set_defaults(run=_up)
+    real = sub.add_parser("node", help="start the real node beside a running control plane")
+    real.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for Ready")
+    real.set_defaults(run=_node)
     down = sub.add_parser("down", help="stop every process and delete the state directory")
     down.add_argument("--keep", action="store_true", help="keep the directory (logs)")
     down.set_defaults(run=_down)
@@ -107,7 +134,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.run(args))
-    except (MissingBinaries, ClusterError, CertManagerError, FileNotFoundError) as error:
+    except (
+        MissingBinaries,
+        ClusterError,
+        node.NodeError,
+        CertManagerError,
+        FileNotFoundError,
+    ) as error:
         print(f"restarter-cluster: {error}", file=sys.stderr)
         return 1
 

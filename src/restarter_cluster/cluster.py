@@ -1,5 +1,6 @@
 """A real Kubernetes control plane on loopback: etcd, kube-apiserver, controller-manager,
-scheduler and kwok with simulated nodes. All state lives in one directory."""
+scheduler and kwok with simulated nodes, and on request a real node (see ``node``). All
+state lives in one directory."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from restarter_cluster import binaries, pki
+from restarter_cluster.node import RealNode
 
 STATE_FILE = "state.json"
 SERVICE_CIDR = "10.0.0.0/24"
@@ -46,6 +48,8 @@ class Cluster:
 
     directory: Path
     nodes: int = 2
+    #: Also run a real node: kubelet, containerd and runc (see ``node``).
+    real_node: bool = False
     ports: dict[str, int] = field(default_factory=dict)
     pids: dict[str, int] = field(default_factory=dict)
 
@@ -71,7 +75,11 @@ class Cluster:
         """Load the handle of a cluster started earlier (by another process)."""
         state = json.loads((directory / STATE_FILE).read_text())
         return cls(
-            directory=directory, nodes=state["nodes"], ports=state["ports"], pids=state["pids"]
+            directory=directory,
+            nodes=state["nodes"],
+            real_node=state.get("real_node", False),
+            ports=state["ports"],
+            pids=state["pids"],
         )
 
     def up(self, timeout: float = 120.0) -> Cluster:
@@ -87,25 +95,40 @@ class Cluster:
         self._write_kubeconfig(certs)
         deadline = time.monotonic() + timeout
         try:
-            self._start("etcd", self._etcd_args(bins))
+            self.start_component("etcd", self._etcd_args(bins))
             self._wait_etcd(deadline)
-            self._start("kube-apiserver", self._apiserver_args(bins, certs))
+            self.start_component("kube-apiserver", self._apiserver_args(bins, certs))
             self._wait_apiserver(deadline)
-            self._start("kube-controller-manager", self._kcm_args(bins, certs))
-            self._start("kube-scheduler", self._scheduler_args(bins))
-            self._start("kwok", self._kwok_args(bins))
+            self.start_component("kube-controller-manager", self._kcm_args(bins, certs))
+            self.start_component("kube-scheduler", self._scheduler_args(bins))
+            self.start_component("kwok", self._kwok_args(bins))
             self._create_nodes(bins)
             self._wait_ready(bins, deadline)
+            if self.real_node:
+                RealNode(self).up(deadline)
         except BaseException:
             self.down()
             raise
         return self
 
+    def add_real_node(self, timeout: float = 120.0) -> RealNode:
+        """Start the real node beside a running control plane (once); its handle."""
+        node = RealNode(self)
+        if not self.real_node:
+            # Recorded first, so that ``down`` cleans up after a node that failed to start.
+            self.real_node = True
+            self._save()
+            node.up(time.monotonic() + timeout)
+        return node
+
     def down(self) -> None:
-        """Stop every process this cluster started; wait until each is gone."""
+        """Stop every process this cluster started; wait until each is gone. A real node's
+        containers, mounts, network namespace and cgroups go too."""
         for name in reversed(list(self.pids)):
             _terminate(self.pids[name])
         self.pids.clear()
+        if self.real_node:
+            RealNode(self).clean_up()
         if (self.directory / STATE_FILE).exists():
             self._save()
 
@@ -122,12 +145,13 @@ class Cluster:
     def start_apiserver(self, timeout: float = 60.0) -> None:
         """Start kube-apiserver again on the same port, certificates and etcd; wait for /readyz."""
         certs = pki.paths(self.pki_dir)
-        self._start("kube-apiserver", self._apiserver_args(binaries.locate(), certs))
+        self.start_component("kube-apiserver", self._apiserver_args(binaries.locate(), certs))
         self._wait_apiserver(time.monotonic() + timeout)
 
     def _save(self) -> None:
         state = {
             "nodes": self.nodes,
+            "real_node": self.real_node,
             "ports": self.ports,
             "pids": self.pids,
             "kubeconfig": str(self.kubeconfig),
@@ -135,7 +159,7 @@ class Cluster:
         }
         (self.directory / STATE_FILE).write_text(json.dumps(state, indent=2))
 
-    def _start(self, name: str, args: list[str]) -> None:
+    def start_component(self, name: str, args: list[str]) -> None:
         log = self.log(name).open("ab")
         process = subprocess.Popen(
             args,
@@ -149,7 +173,7 @@ class Cluster:
         self.pids[name] = process.pid
         self._save()
 
-    def _check_alive(self) -> None:
+    def check_alive(self) -> None:
         for name, pid in self.pids.items():
             if not process_alive(pid):
                 tail = self.log(name).read_text(errors="replace")[-3000:]
@@ -289,7 +313,7 @@ class Cluster:
 
     def _poll(self, check: Callable[[], bool], what: str, deadline: float) -> None:
         while time.monotonic() < deadline:
-            self._check_alive()
+            self.check_alive()
             if check():
                 return
             time.sleep(0.2)

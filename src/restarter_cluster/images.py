@@ -1,0 +1,44 @@
+"""The images the real node runs: built by hack/build-image.sh into OCI archives in the cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from restarter_cluster import binaries
+
+#: restarter's image as the real node knows it (fully qualified: containerd would otherwise
+#: look for ``docker.io/library/restarter`` in a registry); its tag is the chart's appVersion.
+RESTARTER_REPOSITORY = "localhost/restarter"
+#: The sandbox ("pause") image: busybox-static sleeping.
+PAUSE = "localhost/restarter-pause:1"
+#: A shell and a few tools from busybox-static, for the applications the tests run.
+APP = "localhost/restarter-app:1"
+BUILD_SCRIPT = binaries.REPO_ROOT / "hack" / "build-image.sh"
+CHART = binaries.REPO_ROOT / "charts" / "restarter" / "Chart.yaml"
+
+
+def app_version() -> str:
+    """The chart's appVersion, which is restarter's image tag."""
+    return str(yaml.safe_load(CHART.read_text())["appVersion"])
+
+
+def restarter_image() -> str:
+    return f"{RESTARTER_REPOSITORY}:{app_version()}"
+
+
+def archives() -> list[Path]:
+    """The three OCI archives, or MissingBinaries naming the script that builds them."""
+    directory = binaries.cache_root() / "images"
+    paths = [
+        directory / f"restarter-{app_version()}.oci.tar",
+        directory / "restarter-pause-1.oci.tar",
+        directory / "restarter-app-1.oci.tar",
+    ]
+    missing = [path for path in paths if not path.is_file()]
+    if missing:
+        raise binaries.MissingBinaries(
+            f"missing {', '.join(map(str, missing))}; build them once with {BUILD_SCRIPT}"
+        )
+    return paths
