@@ -12,7 +12,11 @@ ARG PIP_CERT
 RUN python3 -m venv /opt/restarter
 COPY pyproject.toml README.md /src/
 COPY src /src/src
-RUN /opt/restarter/bin/pip install --no-cache-dir --disable-pip-version-check /src
+# Then drop what never runs: the Kubernetes client's asyncio copy (kubernetes.aio, 68 MB;
+# restarter uses the sync client and kopf its own) and the installers.
+RUN /opt/restarter/bin/pip install --no-cache-dir --disable-pip-version-check /src \
+ && rm -rf /opt/restarter/lib/python3*/site-packages/kubernetes/aio \
+ && /opt/restarter/bin/python -m pip uninstall --yes --quiet pip setuptools
 
 FROM ${BASE}
 RUN useradd --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin restarter

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The main job, end to end: a local control plane, the operator, a Deployment using a
-# Secret labelled restart-at=<this minute>, a data change, and the scheduled restart; then
-# cert-manager renewing a CA-issued certificate that a Deployment mounts.
+# The main job, end to end: a local control plane with a real node, the chart installed
+# with the image built here, an app on the real node printing a Secret labelled
+# restart-at=<a minute or two ahead>, a data change that waits for that window, the
+# scheduled restart and the new pod printing the new value; then a cron window that keeps a
+# change waiting, and cert-manager renewing a certificate that a Deployment mounts.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -13,18 +15,18 @@ BIN="$(.venv/bin/python -c 'from restarter_cluster.binaries import cache_dir; pr
 kubectl() { "$BIN/kubectl" --kubeconfig "$RESTARTER_CLUSTER_DIR/kubeconfig" "$@"; }
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 cleanup() {
-  [[ -n "${OPERATOR_PID:-}" ]] && kill "$OPERATOR_PID" 2>/dev/null && wait "$OPERATOR_PID" 2>/dev/null
   .venv/bin/restarter-cluster down >/dev/null || true
   rm -rf "$DIR"
 }
 trap cleanup EXIT
 
-say "local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok)"
-.venv/bin/restarter-cluster up
-kubectl get nodes
+say "local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok) and a real node"
+.venv/bin/restarter-cluster up --real-node
+kubectl get nodes -o wide
 
-WINDOW="$(date -u +%H.%M)"
-say "a Secret labelled restart-at=$WINDOW (window open now, 1h long, UTC) and a Deployment using it"
+# The next whole minute at least 45 s away, in UTC: the change below waits for it.
+WINDOW="$(date -u -d '+105 seconds' +%H.%M)"
+say "a Secret labelled restart-at=$WINDOW (UTC) and a Deployment on the real node printing it"
 kubectl create namespace demo
 kubectl -n demo create secret generic db-credentials --from-literal=password=first
 kubectl -n demo label secret db-credentials "restart-at=$WINDOW"
@@ -33,24 +35,41 @@ apiVersion: apps/v1
 kind: Deployment
 metadata: {name: shop}
 spec:
-  replicas: 2
+  replicas: 1
   selector: {matchLabels: {app: shop}}
   template:
     metadata: {labels: {app: shop}}
     spec:
+      nodeSelector: {restarter.io/real-node: "true"}
+      tolerations: [{key: restarter.io/real-node, operator: Equal, value: "true", effect: NoSchedule}]
+      terminationGracePeriodSeconds: 5
+      securityContext: {runAsUser: 10001, runAsNonRoot: true}
       containers:
       - name: shop
-        image: registry.invalid/shop:1
+        image: localhost/restarter-app:1
+        imagePullPolicy: Never
+        command: [/bin/sh, -c, 'echo "\$(date -u +%T) DB_PASSWORD=\$DB_PASSWORD, /secrets/password=\$(cat /secrets/password)"; trap "exit 0" TERM; while :; do sleep 1; done']
         env:
         - name: DB_PASSWORD
           valueFrom: {secretKeyRef: {name: db-credentials, key: password}}
+        volumeMounts: [{name: secrets, mountPath: /secrets, readOnly: true}]
+      volumes: [{name: secrets, secret: {secretName: db-credentials}}]
 YAML
-kubectl -n demo rollout status deployment/shop --timeout=60s
+kubectl -n demo rollout status deployment/shop --timeout=120s
+shop_pod() { kubectl -n demo get pods -l app=shop --field-selector=status.phase=Running -o jsonpath='{.items[0].metadata.name}'; }
+FIRST_POD="$(shop_pod)"
+echo "what $FIRST_POD printed (read from the node's pod log directory):"
+.venv/bin/restarter-cluster logs demo "$FIRST_POD" shop
 
-say "operator running (timer every 5s)"
-KUBECONFIG="$RESTARTER_CLUSTER_DIR/kubeconfig" .venv/bin/restarter --timer-interval 5 \
-  --timezone UTC >"$DIR/operator.log" 2>&1 &
-OPERATOR_PID=$!
+say "restarter installed with Helm, from the image built here, as a pod on the real node (timer every 5s)"
+"$BIN/helm" --kubeconfig "$RESTARTER_CLUSTER_DIR/kubeconfig" install restarter charts/restarter \
+  -n restarter --create-namespace --set image.repository=localhost/restarter \
+  --set timerInterval=5 --set logFormat=plain \
+  --set-json 'nodeSelector={"restarter.io/real-node":"true"}' \
+  --set-json 'tolerations=[{"key":"restarter.io/real-node","operator":"Equal","value":"true","effect":"NoSchedule"}]' \
+  >/dev/null
+kubectl -n restarter rollout status deployment/restarter --timeout=120s
+kubectl -n restarter get pods -o wide
 for _ in $(seq 60); do
   kubectl -n demo get secret db-credentials -o jsonpath='{.metadata.annotations.restarter\.io/checksum}' | grep -q sha256 && break
   sleep 0.5
@@ -58,18 +77,26 @@ done
 echo "baseline checksum recorded on the Secret; nothing restarted:"
 kubectl -n demo get replicasets
 
-say "the Secret's data changes (as a certificate rotation would)"
+say "the Secret's data changes at $(date -u +%T) (as a certificate rotation would): the restart waits for $WINDOW"
 kubectl -n demo patch secret db-credentials -p '{"stringData":{"password":"second"}}'
-for _ in $(seq 120); do
-  [[ "$(kubectl -n demo get replicasets -o name | wc -l)" -ge 2 ]] && break
+for _ in $(seq 60); do
+  KUBECONFIG="$RESTARTER_CLUSTER_DIR/kubeconfig" .venv/bin/restarter plan -n demo | grep -q shop && break
   sleep 0.5
 done
-kubectl -n demo rollout status deployment/shop --timeout=90s
+KUBECONFIG="$RESTARTER_CLUSTER_DIR/kubeconfig" .venv/bin/restarter plan -n demo
+for _ in $(seq 240); do
+  [[ "$(kubectl -n demo get replicasets -o name | wc -l)" -ge 2 ]] && break
+  sleep 1
+done
+echo "restarted at $(date -u +%T)"
+kubectl -n demo rollout status deployment/shop --timeout=120s
 
-say "result: a new ReplicaSet from the scheduled restart"
+say "result: a new ReplicaSet from the scheduled restart, and the new pod reads the new value"
 kubectl -n demo get replicasets
-echo
 kubectl -n demo get deployment shop -o jsonpath='restartedAt: {.spec.template.metadata.annotations.kubectl\.kubernetes\.io/restartedAt}{"\n"}restart-ts:  {.metadata.annotations.restarter\.io/restart-ts}{"\n"}'
+NEW_POD="$(shop_pod)"
+echo "what $NEW_POD printed:"
+.venv/bin/restarter-cluster logs demo "$NEW_POD" shop
 say "a ConfigMap whose window is a weekday cron six hours from now: the change waits"
 LATER="$(date -u -d '+6 hours' '+%-M %-H')"
 kubectl -n demo create configmap shop-flags --from-literal=checkout=v1
@@ -155,5 +182,6 @@ kubectl -n demo get replicasets -l app=api
 say "events"
 kubectl -n demo get events --sort-by=.lastTimestamp -o custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message \
   | grep -E "OBJECT|ChangeDetected|RestartScheduled|Restarted"
-say "operator log"
-grep -E "restarter|kopf.objects" "$DIR/operator.log" | grep -v "succeeded" || true
+say "operator log (its pod on the real node)"
+OPERATOR_POD="$(kubectl -n restarter get pods -l app.kubernetes.io/name=restarter -o jsonpath='{.items[0].metadata.name}')"
+.venv/bin/restarter-cluster logs restarter "$OPERATOR_POD" restarter | grep -E "restarter|kopf.objects" | grep -v "succeeded" || true

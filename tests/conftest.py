@@ -15,6 +15,8 @@ from typing import Any
 import kubernetes
 import pytest
 
+from restarter_cluster.binaries import MissingBinaries
+from restarter_cluster.cert_manager import CertManager
 from restarter_cluster.cluster import Cluster
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,8 +25,10 @@ REPO = Path(__file__).resolve().parents[1]
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         path = str(item.fspath).replace(os.sep, "/")
-        if "tests/integration/" in path or "tests/faults/" in path:
+        if any(f"tests/{tier}/" in path for tier in ("integration", "faults", "node")):
             item.add_marker(pytest.mark.cluster)
+        if "tests/node/" in path:
+            item.add_marker(pytest.mark.node)
         if "tests/faults/" in path:
             item.add_marker(pytest.mark.faults)
 
@@ -65,6 +69,21 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         running.down()
 
 
+@pytest.fixture(scope="module")
+def cert_manager(cluster: Cluster) -> Iterator[CertManager]:
+    """cert-manager's controller on the test cluster (one already running there is reused)."""
+    running = CertManager.attach(cluster)
+    if running:
+        yield running
+        return
+    try:
+        started = CertManager(cluster).start()
+    except MissingBinaries as error:
+        pytest.fail(f"cert-manager's controller is not built: {error}")
+    yield started
+    started.stop()
+
+
 @pytest.fixture(scope="session")
 def api_client(cluster: Cluster) -> kubernetes.client.ApiClient:
     configuration = kubernetes.client.Configuration()
@@ -82,6 +101,11 @@ def core(api_client: kubernetes.client.ApiClient) -> kubernetes.client.CoreV1Api
 @pytest.fixture(scope="session")
 def apps(api_client: kubernetes.client.ApiClient) -> kubernetes.client.AppsV1Api:
     return kubernetes.client.AppsV1Api(api_client)
+
+
+@pytest.fixture(scope="session")
+def custom(api_client: kubernetes.client.ApiClient) -> kubernetes.client.CustomObjectsApi:
+    return kubernetes.client.CustomObjectsApi(api_client)
 
 
 @pytest.fixture

@@ -58,6 +58,15 @@ def _node(args: argparse.Namespace) -> int:
     return 0
 
 
+def _logs(args: argparse.Namespace) -> int:
+    cluster = Cluster.attach(args.dir)
+    if not cluster.real_node:
+        print("no real node runs (kwok's pods print nothing)", file=sys.stderr)
+        return 1
+    print(node.RealNode(cluster).log(args.namespace, args.pod, args.container))
+    return 0
+
+
 def _down(args: argparse.Namespace) -> int:
     directory: Path = args.dir
     if not (directory / STATE_FILE).exists():
@@ -123,6 +132,13 @@ def main(argv: list[str] | None = None) -> int:
     real = sub.add_parser("node", help="start the real node beside a running control plane")
     real.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for Ready")
     real.set_defaults(run=_node)
+    logs = sub.add_parser(
+        "logs", help="what a container on the real node printed (read on the node itself)"
+    )
+    logs.add_argument("namespace")
+    logs.add_argument("pod")
+    logs.add_argument("container")
+    logs.set_defaults(run=_logs)
     down = sub.add_parser("down", help="stop every process and delete the state directory")
     down.add_argument("--keep", action="store_true", help="keep the directory (logs)")
     down.set_defaults(run=_down)

@@ -9,16 +9,14 @@ import datetime as dt
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import kubernetes
-import pytest
 import pytz
 from cryptography import x509
 
 from restarter import keys
-from restarter_cluster.binaries import MissingBinaries
 from restarter_cluster.cert_manager import CertManager
 from restarter_cluster.cluster import Cluster
 from tests.conftest import Operator, wait_for
@@ -39,26 +37,6 @@ OperatorFactory = Callable[..., Operator]
 
 GROUP, VERSION = "cert-manager.io", "v1"
 ZONE = "Asia/Kolkata"  # UTC+05:30: the window is read in the Secret's zone, not UTC
-
-
-@pytest.fixture(scope="module")
-def cert_manager(cluster: Cluster) -> Iterator[CertManager]:
-    """cert-manager's controller on the test cluster (one already running there is reused)."""
-    running = CertManager.attach(cluster)
-    if running:
-        yield running
-        return
-    try:
-        started = CertManager(cluster).start()
-    except MissingBinaries as error:
-        pytest.fail(f"cert-manager's controller is not built: {error}")
-    yield started
-    started.stop()
-
-
-@pytest.fixture
-def custom(api_client: kubernetes.client.ApiClient) -> Custom:
-    return kubernetes.client.CustomObjectsApi(api_client)
 
 
 def issuer(name: str, spec: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,88 @@
+"""With the chart's default resources, the operator's real pod (its memory limit enforced by
+a real cgroup) restarts 1 000 kwok dependents of one Secret without an OOMKill. The peak
+memory the kernel recorded for the container goes into the test summary."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import kubernetes
+
+from restarter import keys
+from restarter_cluster.node import RealNode
+from tests.conftest import wait_for
+from tests.integration.factories import deployment, env_from_secret, secret
+from tests.integration.test_operator_restarts import baseline, change_data
+from tests.node.conftest import FIGURES, Release, cgroup_file
+
+Core = kubernetes.client.CoreV1Api
+Apps = kubernetes.client.AppsV1Api
+DEPENDENTS = 1000
+
+
+def _observed(apps: Apps, namespace: str) -> int:
+    found = apps.list_namespaced_deployment(namespace, limit=5000).items
+    return sum(1 for d in found if (d.status.observed_generation or 0) >= d.metadata.generation)
+
+
+def _restarted(apps: Apps, namespace: str) -> int:
+    found = apps.list_namespaced_deployment(namespace, limit=5000).items
+    return sum(
+        1 for d in found if keys.RESTARTED_AT in (d.spec.template.metadata.annotations or {})
+    )
+
+
+def test_the_operator_pod_restarts_1000_dependents_within_the_chart_memory_limit(
+    install: Callable[..., Release], core: Core, apps: Apps, real_node: RealNode, namespace: str
+) -> None:
+    core.create_namespaced_secret(namespace, secret("bundle", {"password": "a"}, "now"))
+    # No replicas: each restart makes a ReplicaSet, not pods; the operator's work is the same.
+    bodies = [
+        deployment(f"web-{i:04d}", env=[env_from_secret("bundle")], replicas=0)
+        for i in range(DEPENDENTS)
+    ]
+    with ThreadPoolExecutor(10) as pool:  # the client's connection pool
+        list(pool.map(lambda body: apps.create_namespaced_deployment(namespace, body), bodies))
+    # The deployment controller works through all 1 000 first (its own request rate): the
+    # operator's Deployment would otherwise wait behind them for its ReplicaSet.
+    wait_for(
+        lambda: _observed(apps, namespace) == DEPENDENTS,
+        300,
+        interval=2,
+        message="the deployment controller to see every dependent",
+        describe=lambda: f"{_observed(apps, namespace)} observed",
+    )
+    # Pacing off: all 1 000 are due at once, the most the operator ever holds.
+    release = install(
+        [namespace], "--set", "pacing.maxInFlight=0", "--set", "pacing.maxPerMinute=0"
+    )
+    pod = release.pods()[0]
+    container_id = pod.status.container_statuses[0].container_id
+    baseline(core, namespace, "bundle")
+    start = int(cgroup_file(real_node, container_id, "memory", "memory.usage_in_bytes").read_text())
+
+    change_data(core, namespace, "bundle", "b")
+    wait_for(
+        lambda: _restarted(apps, namespace) == DEPENDENTS,
+        600,
+        interval=3,
+        message=f"{DEPENDENTS} restarts",
+        describe=lambda: f"{_restarted(apps, namespace)} restarted",
+    )
+
+    status = core.read_namespaced_pod(pod.metadata.name, release.namespace).status
+    container = status.container_statuses[0]
+    assert container.restart_count == 0
+    assert container.last_state.terminated is None
+    memory = cgroup_file(real_node, container_id, "memory", "memory.max_usage_in_bytes")
+    peak = int(memory.read_text())
+    limit = int(memory.with_name("memory.limit_in_bytes").read_text())
+    oom = memory.with_name("memory.oom_control").read_text()
+    assert "oom_kill 0" in oom
+    assert peak < limit
+    FIGURES.append(
+        f"operator pod, {DEPENDENTS}-dependent fan-out (restart-at=now, pacing off): peak "
+        f"{peak / 2**20:.0f} MiB of its {limit / 2**20:.0f} MiB limit (cgroup "
+        f"memory.max_usage_in_bytes; {start / 2**20:.0f} MiB before the change)"
+    )
