@@ -17,7 +17,7 @@ import pytest
 import pytz
 from cryptography import x509
 
-from restarter import keys
+from restarter.model import keys
 from restarter_cluster.binaries import MissingBinaries
 from restarter_cluster.cert_manager import CertManager
 from restarter_cluster.cluster import Cluster

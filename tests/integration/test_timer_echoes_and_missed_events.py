@@ -34,14 +34,14 @@ import kubernetes
 import pytest
 from kopf._core.engines import posting  # the Event queue kopf gives its handlers
 
-from restarter import keys
-from restarter.decisions import decide_restart, stamp_patch
-from restarter.kube import Api, Conflict
-from restarter.pacing import Pacer
-from restarter.reconciling import restart_when_due, timer_wanted
-from restarter.seen_marks import SeenMarks
-from restarter.settings import Settings
-from restarter.windows import WindowRequest
+from restarter.cluster.seen_marks import SeenMarks
+from restarter.model import keys
+from restarter.model.decisions import decide_restart, stamp_patch
+from restarter.model.windows import WindowRequest
+from restarter.restarting.pacing import Pacer
+from restarter.restarting.reconciling import restart_when_due, timer_wanted
+from restarter.runtime.kube import Api, Conflict
+from restarter.runtime.settings import Settings
 from tests.conftest import wait_for
 from tests.faults.test_sigkill_fan_out import replica_sets_per_owner
 from tests.integration.factories import deployment

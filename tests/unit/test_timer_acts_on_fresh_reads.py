@@ -16,12 +16,13 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from restarter import keys, reconciling
-from restarter.kube import Conflict
-from restarter.pacing import Pacer
-from restarter.seen_marks import SeenMarks
-from restarter.settings import Settings
-from restarter.windows import WindowRequest
+from restarter.cluster.seen_marks import SeenMarks
+from restarter.model import keys
+from restarter.model.windows import WindowRequest
+from restarter.restarting import reconciling
+from restarter.restarting.pacing import Pacer
+from restarter.runtime.kube import Conflict
+from restarter.runtime.settings import Settings
 
 HOUR = dt.timedelta(hours=1)
 SETTINGS = Settings(timezone="UTC", window_length=HOUR)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from restarter.references import Reference, workload_references
+from restarter.model.references import Reference, workload_references
 
 #: A workload: (resource plural, namespace, name).
 WorkloadKey = tuple[str, str, str]

@@ -19,12 +19,12 @@ import kubernetes
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from restarter import planning
-from restarter.kube import Api
-from restarter.references import WORKLOAD_KINDS
-from restarter.schedule import ScheduleError, parse_length, parse_zone
-from restarter.settings import Settings
-from restarter.windows import format_length
+from restarter.commands import planning
+from restarter.model.references import WORKLOAD_KINDS
+from restarter.model.schedule import ScheduleError, parse_length, parse_zone
+from restarter.model.windows import format_length
+from restarter.runtime.kube import Api
+from restarter.runtime.settings import Settings
 
 
 class PlanError(RuntimeError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from restarter import keys
+from restarter.model import keys
 
 SECRET = "secret"
 CONFIGMAP = "configmap"

@@ -12,13 +12,15 @@ from typing import Any, cast
 
 import kopf
 
-from restarter import decisions, keys, metrics, pacing, windows
-from restarter.decisions import Action, Change
-from restarter.kube import Api, Conflict, compare_versions
-from restarter.references import SOURCE_KINDS, WORKLOAD_KINDS
-from restarter.schedule import ScheduleError, next_restart, parse_zone
-from restarter.seen_marks import SeenMarks
-from restarter.settings import Settings
+from restarter.cluster.seen_marks import SeenMarks
+from restarter.model import decisions, keys, windows
+from restarter.model.decisions import Action, Change
+from restarter.model.references import SOURCE_KINDS, WORKLOAD_KINDS
+from restarter.model.schedule import ScheduleError, next_restart, parse_zone
+from restarter.restarting import pacing
+from restarter.runtime import metrics
+from restarter.runtime.kube import Api, Conflict, compare_versions
+from restarter.runtime.settings import Settings
 
 #: Memo key of a timer whose workload this operator has restarted (or cleared): marks,
 #: label and finalizer are gone, so kopf's label-selected watch reports it DELETED, with

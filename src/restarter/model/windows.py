@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from restarter import keys
-from restarter.schedule import (
+from restarter.model import keys
+from restarter.model.schedule import (
     AnyWindow,
     CronWindow,
     DailyWindow,

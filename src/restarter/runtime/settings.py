@@ -8,8 +8,8 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from restarter.pacing import Limits
-from restarter.schedule import ScheduleError, parse_length, parse_zone
+from restarter.model.schedule import ScheduleError, parse_length, parse_zone
+from restarter.restarting.pacing import Limits
 
 
 class SettingsError(ValueError):

@@ -9,12 +9,13 @@ import threading
 import time
 from typing import Any
 
-from restarter import decisions, metrics
-from restarter.kube import Api
-from restarter.pacing import Key, Pacer
-from restarter.reconciling import repair_label
-from restarter.references import WORKLOAD_KINDS
-from restarter.seen_marks import SeenMarks
+from restarter.cluster.seen_marks import SeenMarks
+from restarter.model import decisions
+from restarter.model.references import WORKLOAD_KINDS
+from restarter.restarting.pacing import Key, Pacer
+from restarter.restarting.reconciling import repair_label
+from restarter.runtime import metrics
+from restarter.runtime.kube import Api
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from restarter.references import CLIENT_STEMS
-from restarter.references import WORKLOAD_KINDS as RESTARTED_KINDS
-from restarter.schedule import ScheduleError, parse_length
+from restarter.model.references import CLIENT_STEMS
+from restarter.model.references import WORKLOAD_KINDS as RESTARTED_KINDS
+from restarter.model.schedule import ScheduleError, parse_length
 
 COMMAND = "release-finalizers"
 

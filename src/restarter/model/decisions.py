@@ -9,12 +9,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from restarter import keys, windows
-from restarter.checksums import checksum
-from restarter.references import SOURCE_KINDS
-from restarter.schedule import Immediately, ScheduleError, Window, earliest, is_due
-from restarter.settings import Settings
-from restarter.windows import WindowRequest
+from restarter.model import keys, windows
+from restarter.model.checksums import checksum
+from restarter.model.references import SOURCE_KINDS
+from restarter.model.schedule import Immediately, ScheduleError, Window, earliest, is_due
+from restarter.model.windows import WindowRequest
+from restarter.runtime.settings import Settings
 
 
 class Change(enum.Enum):

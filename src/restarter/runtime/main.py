@@ -8,13 +8,15 @@ from collections.abc import Sequence
 
 import kopf
 
-from restarter import keys, leadership, metrics, plan_command, releasing
-from restarter import settings as settings_module
-from restarter.handlers import build_registry
-from restarter.kube import Api, load_client
-from restarter.references import WORKLOAD_KINDS
-from restarter.release_plan import COMMAND as RELEASE_COMMAND
-from restarter.settings import Settings, SettingsError
+from restarter.commands import plan, release_finalizers
+from restarter.commands.release_plan import COMMAND as RELEASE_COMMAND
+from restarter.model import keys
+from restarter.model.references import WORKLOAD_KINDS
+from restarter.runtime import leadership, metrics
+from restarter.runtime import settings as settings_module
+from restarter.runtime.handlers import build_registry
+from restarter.runtime.kube import Api, load_client
+from restarter.runtime.settings import Settings, SettingsError
 
 
 def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
@@ -62,9 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
     # A subcommand only as the first word: ``restarter --timezone X`` still runs the operator.
     if arguments[:1] == ["plan"]:
-        return plan_command.main(arguments[1:])
+        return plan.main(arguments[1:])
     if arguments[:1] == [RELEASE_COMMAND]:
-        return releasing.main(arguments[1:])
+        return release_finalizers.main(arguments[1:])
     try:
         settings = settings_module.build(arguments)
     except SettingsError as error:

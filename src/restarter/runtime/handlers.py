@@ -10,17 +10,22 @@ from typing import Any
 import kopf
 import kubernetes
 
-from restarter import keys
-from restarter.kube import Api
-from restarter.observing import PacerSweeper, WorkloadObserver
-from restarter.pacing import Pacer
-from restarter.reconciling import already_seen, reconcile_source, restart_when_due, timer_wanted
-from restarter.reference_map import ReferenceMap
-from restarter.references import SOURCE_KINDS, WORKLOAD_KINDS
-from restarter.releasing import FinalizerReleaser, ReleaseFailed
-from restarter.seen_marks import SeenMarks
-from restarter.settings import Settings
-from restarter.workload_watching import WorkloadWatcher
+from restarter.cluster.reference_map import ReferenceMap
+from restarter.cluster.seen_marks import SeenMarks
+from restarter.cluster.workload_watching import WorkloadWatcher
+from restarter.commands.release_finalizers import FinalizerReleaser, ReleaseFailed
+from restarter.model import keys
+from restarter.model.references import SOURCE_KINDS, WORKLOAD_KINDS
+from restarter.restarting.observing import PacerSweeper, WorkloadObserver
+from restarter.restarting.pacing import Pacer
+from restarter.restarting.reconciling import (
+    already_seen,
+    reconcile_source,
+    restart_when_due,
+    timer_wanted,
+)
+from restarter.runtime.kube import Api
+from restarter.runtime.settings import Settings
 
 #: Source kind → the kopf resource plural watched for it.
 SOURCE_RESOURCES = {"secret": "secrets", "configmap": "configmaps"}

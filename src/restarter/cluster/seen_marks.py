@@ -13,8 +13,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from restarter import keys
-from restarter.pacing import Key, key_of
+from restarter.model import keys
+from restarter.restarting.pacing import Key, key_of
 
 
 def _marks(annotations: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from restarter import keys
-from restarter.rollouts import Progress, progress
+from restarter.model import keys
+from restarter.restarting.rollouts import Progress, progress
 
 #: (resource plural, namespace, name)
 Key = tuple[str, str, str]

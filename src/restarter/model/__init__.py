@@ -1,0 +1,4 @@
+"""The pure model: keys, references, checksums, windows and decisions.
+
+Functions of objects (plain dicts), settings and ``now``; no kopf, no Kubernetes client.
+"""
