@@ -51,6 +51,15 @@ def references(pod_spec: Mapping[str, Any] | None) -> frozenset[Reference]:
     return frozenset(found)
 
 
+#: A workload: (resource plural, namespace, name).
+WorkloadKey = tuple[str, str, str]
+
+
+def workload_key(plural: str, body: Mapping[str, Any]) -> WorkloadKey:
+    metadata = body.get("metadata") or {}
+    return (plural, metadata.get("namespace", ""), metadata.get("name", ""))
+
+
 #: The API kinds of sources, by the short kind used in annotation keys.
 SOURCE_KINDS = {SECRET: "Secret", CONFIGMAP: "ConfigMap"}
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from restarter.cluster.seen_marks import SeenMarks
 from restarter.model import decisions
-from restarter.model.references import WORKLOAD_KINDS
-from restarter.restarting.pacing import Key, Pacer
+from restarter.model.references import WORKLOAD_KINDS, WorkloadKey
+from restarter.restarting.pacing import Pacer
 from restarter.restarting.reconciling import repair_label
 from restarter.runtime import metrics
 from restarter.runtime.kube import Api
@@ -82,7 +82,7 @@ class PacerSweeper:
             self._warn(stalled.key, stalled.uid, stalled.restarted_at, stalled.reason)
         metrics.IN_FLIGHT.set(self.pacer.in_flight())
 
-    def _warn(self, key: Key, uid: str, restarted_at: float, reason: str) -> None:
+    def _warn(self, key: WorkloadKey, uid: str, restarted_at: float, reason: str) -> None:
         plural, namespace, name = key
         restarted = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(restarted_at))
         message = f"restart at {restarted}: {reason}; its pacing slot is freed"

@@ -15,7 +15,7 @@ import kopf
 from restarter.cluster.seen_marks import SeenMarks
 from restarter.model import decisions, keys, windows
 from restarter.model.decisions import Action, Change
-from restarter.model.references import SOURCE_KINDS, WORKLOAD_KINDS
+from restarter.model.references import SOURCE_KINDS, WORKLOAD_KINDS, WorkloadKey, workload_key
 from restarter.model.schedule import ScheduleError, next_restart, parse_zone
 from restarter.restarting import pacing
 from restarter.runtime import metrics
@@ -239,7 +239,7 @@ def _decide(
         return None
     decision = decisions.decide_restart(workload, settings, now)
     if decision.action is not Action.RESTART:
-        pacer.withdraw(pacing.key_of(plural, workload))
+        pacer.withdraw(workload_key(plural, workload))
         _report_deferral(plural, workload, decision, now, memo, logger)
     if decision.action is Action.WAIT and decision.next_start and decision.next_start > now:
         memo["waiting"] = (metadata.get("resourceVersion"), decision.next_start)
@@ -316,7 +316,7 @@ async def restart_when_due(
             _act, plural, workload, settings, api, seen, now, memo, logger, may_restart=False
         )
         return
-    key = pacing.key_of(plural, workload)
+    key = workload_key(plural, workload)
     if not await _slot(key, decision, settings, pacer, memo):
         return
     restarted: Mapping[str, Any] | None = None
@@ -337,7 +337,7 @@ async def restart_when_due(
 
 
 async def _slot(
-    key: pacing.Key,
+    key: WorkloadKey,
     decision: decisions.RestartDecision,
     settings: Settings,
     pacer: pacing.Pacer,
