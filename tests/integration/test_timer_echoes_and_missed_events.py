@@ -39,7 +39,7 @@ from restarter.model import keys
 from restarter.model.decisions import decide_restart, stamp_patch
 from restarter.model.windows import WindowRequest
 from restarter.restarting.pacing import Pacer
-from restarter.restarting.reconciling import restart_when_due, timer_wanted
+from restarter.restarting.ticking import restart_when_due, timer_wanted
 from restarter.runtime.kube import Api, Conflict
 from restarter.runtime.settings import Settings
 from tests.conftest import wait_for

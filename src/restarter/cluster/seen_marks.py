@@ -4,7 +4,7 @@ kopf's label-selected watch can hand a timer the echo of a DELETED event: the ma
 they were, with a newer resourceVersion at which the workload has none. restarter's
 workload streams select no label, so every body they deliver is the workload as it was
 at that version. A tick whose body shows exactly the version and marks seen here acts on
-that body; any other body is read again first (see ``reconciling._act``).
+that body; any other body is read again first (see ``restarting.ticking._act``).
 """
 
 from __future__ import annotations

@@ -18,12 +18,8 @@ from restarter.model import keys
 from restarter.model.references import SOURCE_KINDS, WORKLOAD_KINDS
 from restarter.restarting.observing import PacerSweeper, WorkloadObserver
 from restarter.restarting.pacing import Pacer
-from restarter.restarting.reconciling import (
-    already_seen,
-    reconcile_source,
-    restart_when_due,
-    timer_wanted,
-)
+from restarter.restarting.stamping import already_seen, reconcile_source
+from restarter.restarting.ticking import restart_when_due, timer_wanted
 from restarter.runtime.kube import Api
 from restarter.runtime.settings import Settings
 

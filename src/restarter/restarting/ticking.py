@@ -1,4 +1,4 @@
-"""The two linear flows: a source changed → stamp dependents; a pending workload → restart."""
+"""The timer flow: a pending workload's tick → restart it in one patch when due, or say why not."""
 
 from __future__ import annotations
 
@@ -6,18 +6,14 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from collections.abc import Iterable, Mapping, MutableMapping
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, cast
-
-import kopf
+from collections.abc import Mapping, MutableMapping
+from typing import Any
 
 from restarter.cluster.seen_marks import SeenMarks
-from restarter.model import decisions, keys, windows
-from restarter.model.decisions import Action, Change
-from restarter.model.references import SOURCE_KINDS, WORKLOAD_KINDS, WorkloadKey, workload_key
-from restarter.model.schedule import ScheduleError, next_restart, parse_zone
-from restarter.restarting import pacing
+from restarter.model import decisions, keys
+from restarter.model.decisions import Action
+from restarter.model.references import WORKLOAD_KINDS, WorkloadKey, workload_key
+from restarter.restarting import pacing, posting
 from restarter.runtime import metrics
 from restarter.runtime.kube import Api, Conflict, compare_versions
 from restarter.runtime.settings import Settings
@@ -63,160 +59,11 @@ def timer_wanted(
     return decisions.has_pending(annotations) and not released(memo, metadata)
 
 
-#: Stamps in flight at once for one change (below kube.POOL_SIZE connections).
-STAMP_CONCURRENCY = 16
-
 #: Decisions whose patch drops the marks without restarting.
 CLEARING = (Action.OPTED_OUT, Action.SATISFIED)
 
 #: Seconds between a waiting restart's requests for a pacing slot.
 PACING_POLL = 0.5
-
-
-def _event(obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
-    """An Event on the object, posted by kopf's queue as component ``restarter``."""
-    kopf.event(cast(Any, obj), type=type, reason=reason, message=message)
-
-
-def _warn(obj: Mapping[str, Any], *, reason: str, message: str) -> None:
-    kopf.warn(cast(Any, obj), reason=reason, message=message)
-
-
-def _when(instant: dt.datetime, zone_name: str) -> str:
-    local = instant.astimezone(parse_zone(zone_name))
-    return f"{local:%Y-%m-%d %H:%M} {zone_name}"
-
-
-def already_seen(
-    kind: str, source: Mapping[str, Any], seen: MutableMapping[tuple[str, str, str], str]
-) -> bool:
-    """True (and remembered) when the source's data matches its recorded checksum."""
-    metadata = source["metadata"]
-    key = (kind, metadata["namespace"], metadata["name"])
-    change, current = decisions.classify(source, seen.get(key))
-    # seen holds a checksum only once it is recorded on the source: a body older than
-    # that record (an event of our own change annotation) is not a new change.
-    if change is Change.UNCHANGED or seen.get(key) == current:
-        seen[key] = current
-        return True
-    return False
-
-
-def reconcile_source(
-    kind: str,
-    source: Mapping[str, Any],
-    dependents: Iterable[tuple[str, str]],
-    settings: Settings,
-    api: Api,
-    now: dt.datetime,
-    logger: logging.Logger | logging.LoggerAdapter[Any],
-    seen: MutableMapping[tuple[str, str, str], str],
-) -> bool:
-    """Stamp every dependent first, record the checksum second: a crash repeats, never loses.
-
-    False when a stamp failed: the checksum is not recorded and the caller tries again.
-
-    ``kind`` is ``secret`` or ``configmap``; ``dependents`` are (resource plural, name)
-    pairs; ``seen`` maps (kind, namespace, name) to the checksum recorded in this run.
-    """
-    metadata = source["metadata"]
-    namespace, name = metadata["namespace"], metadata["name"]
-    what = f"{SOURCE_KINDS[kind]} {name}"
-    change, current = decisions.classify(source, seen.get((kind, namespace, name)))
-
-    def record_checksum() -> None:
-        api.patch_source(kind, namespace, name, decisions.checksum_patch(current))
-        seen[kind, namespace, name] = current
-
-    if change is Change.UNCHANGED:
-        seen[kind, namespace, name] = current
-        return True
-    try:
-        request = windows.from_source(
-            metadata, settings.timezone, settings.window_length, settings.min_window_length
-        )
-    except ScheduleError as error:
-        message = f"{error}; no restart is scheduled"
-        logger.warning(message)
-        metrics.INVALID_WINDOWS.labels(SOURCE_KINDS[kind]).inc()
-        _warn(source, reason="InvalidWindow", message=message)
-        if change is Change.BASELINE:
-            record_checksum()
-        return True
-    window = request.window()
-    if change is Change.BASELINE:
-        record_checksum()
-        logger.info(
-            f"first sight: recorded the checksum; restarts follow data changes "
-            f"in window {request.describe()}"
-        )
-        return True
-
-    # The change gets an id before the first stamp, kept on the source until the checksum
-    # is recorded: a fan-out repeated after a crash stamps under the same id, and a
-    # dependent that already restarted for it clears that mark instead of restarting.
-    change_id, begin = decisions.change_id(metadata, current)
-    if begin:
-        api.patch_source(kind, namespace, name, decisions.begin_change_patch(change_id, current))
-    patch = decisions.stamp_patch(kind, name, now, request, change_id)
-    token = keys.source_token(kind, name)
-
-    def stamp(dependent: tuple[str, str]) -> dict[str, Any] | Exception | None:
-        try:
-            return api.patch_workload(dependent[0], namespace, dependent[1], patch)
-        except Exception as error:  # one refused patch must not stop the others
-            return error
-
-    targets = sorted(set(dependents))
-    # Stamps go out in parallel; all of them are answered before the checksum is recorded.
-    # Logs and Events stay in this thread: kopf's posting needs the handler's context.
-    with ThreadPoolExecutor(max_workers=STAMP_CONCURRENCY) as pool:
-        outcomes = list(pool.map(stamp, targets))
-    stamped, failed, done_before = [], [], []
-    for (plural, dependent), workload in zip(targets, outcomes, strict=True):
-        label = f"{WORKLOAD_KINDS[plural]} {dependent}"
-        if isinstance(workload, Exception):
-            logger.error(f"could not stamp {label}: {type(workload).__name__}")
-            failed.append(label)
-            continue
-        if workload is None:
-            continue  # deleted since the reference map saw it
-        annotations = workload.get("metadata", {}).get("annotations") or {}
-        if decisions.restarted_for(annotations).get(token) == change_id:
-            done_before.append(label)  # its timer clears the mark; nothing restarts
-            continue
-        stamped.append(label)
-        metrics.STAMPED.labels(WORKLOAD_KINDS[plural]).inc()
-        when = next_restart(window, now, decisions.last_restart(annotations, now))
-        _event(
-            workload,
-            type="Normal",
-            reason="RestartScheduled",
-            message=f"{what} changed; restart scheduled in window "
-            f"{request.describe()} (next restart {_when(when, request.timezone)})",
-        )
-    if failed:
-        # The checksum stays unrecorded and the caller stamps again; the stamps that
-        # succeeded are idempotent, and a dependent restarted meanwhile drops the mark.
-        message = f"could not schedule the restart of {', '.join(failed)}; will retry"
-        _warn(source, reason="StampFailed", message=message)
-        return False
-    record_checksum()
-    metrics.CHANGES.labels(SOURCE_KINDS[kind]).inc()
-    message = (
-        f"data changed; {len(stamped)} dependent workload(s) scheduled for restart "
-        f"in window {request.describe()} "
-        f"(next start {_when(window.next_start(now), request.timezone)})"
-        + (f": {', '.join(stamped)}" if stamped else "")
-        + (
-            f"; {len(done_before)} already restarted for this change: {', '.join(done_before)}"
-            if done_before
-            else ""
-        )
-    )
-    logger.info(message)
-    _event(source, type="Normal", reason="ChangeDetected", message=message)
-    return True
 
 
 def _decide(
@@ -248,13 +95,13 @@ def _decide(
         if problem not in reported:
             reported.add(problem)
             logger.warning(f"ignoring pending mark {problem}")
-            _warn(workload, reason="InvalidPendingMark", message=problem)
+            posting.warn(workload, reason="InvalidPendingMark", message=problem)
     if decision.action is Action.PAUSED:
         if not memo.get("reported_paused"):
             memo["reported_paused"] = True
             message = "restart due but the Deployment is paused; it stays pending until resumed"
             logger.info(message)
-            _event(workload, type="Normal", reason="RestartDeferred", message=message)
+            posting.event(workload, type="Normal", reason="RestartDeferred", message=message)
         return None
     memo.pop("reported_paused", None)
     if decision.action is Action.RESTART or decision.action in CLEARING:
@@ -286,7 +133,7 @@ def _report_deferral(
         f"window closed before pacing let the restart start ({refused[1]}); still pending{upcoming}"
     )
     logger.info(message)
-    _event(workload, type="Normal", reason="RestartDeferred", message=message)
+    posting.event(workload, type="Normal", reason="RestartDeferred", message=message)
     metrics.RESTARTS.labels(WORKLOAD_KINDS[plural], "deferred").inc()
 
 
@@ -451,7 +298,7 @@ def _report_restart(
         f"restartedAt {at.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
     )
     logger.info(message)
-    _event(restarted, type="Normal", reason="Restarted", message=message)
+    posting.event(restarted, type="Normal", reason="Restarted", message=message)
 
 
 def _report_clear(
@@ -472,28 +319,4 @@ def _report_clear(
             "mark dropped, nothing restarted"
         )
     logger.info(message)
-    _event(cleared, type="Normal", reason="RestartSkipped", message=message)
-
-
-def repair_label(plural: str, workload: Mapping[str, Any], api: Api) -> None:
-    """Make the pending label agree with the marks (marks from 0.2, or edited by hand)."""
-    metadata = workload.get("metadata") or {}
-    patch = decisions.label_repair(metadata)
-    if patch is None:
-        return
-    try:
-        api.patch_workload(plural, metadata["namespace"], metadata["name"], patch)
-    except Conflict:
-        return  # changed meanwhile: its next event is looked at again
-    except Exception as error:  # a watch stream must not stop on one refused patch
-        logging.getLogger(__name__).warning(
-            f"could not set the pending label of {WORKLOAD_KINDS[plural]} "
-            f"{metadata['namespace']}/{metadata['name']}: {type(error).__name__}"
-        )
-        return
-    added = patch["metadata"]["labels"][keys.PENDING_LABEL] is not None
-    logging.getLogger(__name__).info(
-        f"{'added' if added else 'removed'} the {keys.PENDING_LABEL} label "
-        f"{'to' if added else 'from'} {WORKLOAD_KINDS[plural]} "
-        f"{metadata['namespace']}/{metadata['name']} to match its marks"
-    )
+    posting.event(cleared, type="Normal", reason="RestartSkipped", message=message)
