@@ -39,7 +39,7 @@ from restarter.model import keys
 from restarter.model.decisions import decide_restart, stamp_patch
 from restarter.model.windows import WindowRequest
 from restarter.restarting.pacing import Pacer
-from restarter.restarting.ticking import restart_when_due, timer_wanted
+from restarter.restarting.ticking import TimerContext, restart_when_due, timer_wanted
 from restarter.runtime.kube import Api, Conflict
 from restarter.runtime.settings import Settings
 from tests.conftest import wait_for
@@ -124,7 +124,8 @@ def tick(
         posting.event_queue_var.set(queue)
         posting.event_queue_loop_var.set(asyncio.get_running_loop())
         pacer = Pacer(SETTINGS.pacing, stale_after=2.5 * SETTINGS.timer_interval)
-        await restart_when_due("deployments", body, SETTINGS, api, pacer, seen, memo, log)
+        timer = TimerContext("deployments", SETTINGS, api, pacer, seen, memo, log)
+        await restart_when_due(timer, body)
 
     asyncio.run(run())
     events = []

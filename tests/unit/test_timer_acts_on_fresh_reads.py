@@ -99,7 +99,9 @@ def tick(
 ) -> None:
     seen = seen or SeenMarks()
     asyncio.run(
-        ticking.restart_when_due("deployments", body, SETTINGS, api, pacer, seen, memo, log)
+        ticking.restart_when_due(
+            ticking.TimerContext("deployments", SETTINGS, api, pacer, seen, memo, log), body
+        )
     )
 
 

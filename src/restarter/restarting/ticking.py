@@ -7,6 +7,7 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
 from restarter.cluster.seen_marks import SeenMarks
@@ -66,16 +67,43 @@ CLEARING = (Action.OPTED_OUT, Action.SATISFIED)
 PACING_POLL = 0.5
 
 
+@dataclass(frozen=True)
+class TimerContext:
+    """What every step of one tick needs; the timer's handler makes one per tick.
+
+    The flow reads ``plural``, ``settings``, ``api`` and ``seen``, and changes ``pacer``
+    (slots asked for, taken, freed) and ``memo`` (what a tick leaves for the next).
+    """
+
+    plural: str
+    """The workload's resource plural: ``deployments``, ``statefulsets`` or ``daemonsets``."""
+
+    settings: Settings
+    api: Api
+
+    pacer: pacing.Pacer
+    """Shared by every timer: the restarts in flight and the queue of due workloads."""
+
+    seen: SeenMarks
+    """The marks restarter's own streams saw: a tick's body they vouch for is not read again."""
+
+    memo: MutableMapping[str, Any]
+    """kopf's memory of this workload: the release (``RELEASED``), the window waited for,
+    why pacing refused a slot, the problems and the pause already reported."""
+
+    logger: logging.Logger | logging.LoggerAdapter[Any]
+    """kopf's logger of this workload."""
+
+    @property
+    def kind(self) -> str:
+        return WORKLOAD_KINDS[self.plural]
+
+
 def _decide(
-    plural: str,
-    workload: Mapping[str, Any],
-    settings: Settings,
-    now: dt.datetime,
-    memo: MutableMapping[str, Any],
-    pacer: pacing.Pacer,
-    logger: logging.Logger | logging.LoggerAdapter[Any],
+    timer: TimerContext, workload: Mapping[str, Any], now: dt.datetime
 ) -> decisions.RestartDecision | None:
     """The decision of one tick, with what it reports; None when nothing is to be sent."""
+    memo, logger = timer.memo, timer.logger
     metadata = workload["metadata"]
     if released(memo, metadata):
         return None
@@ -84,10 +112,10 @@ def _decide(
     waiting = memo.get("waiting")
     if waiting and waiting[0] == metadata.get("resourceVersion") and now < waiting[1]:
         return None
-    decision = decisions.decide_restart(workload, settings, now)
+    decision = decisions.decide_restart(workload, timer.settings, now)
     if decision.action is not Action.RESTART:
-        pacer.withdraw(workload_key(plural, workload))
-        _report_deferral(plural, workload, decision, now, memo, logger)
+        timer.pacer.withdraw(workload_key(timer.plural, workload))
+        _report_deferral(timer, workload, decision, now)
     if decision.action is Action.WAIT and decision.next_start and decision.next_start > now:
         memo["waiting"] = (metadata.get("resourceVersion"), decision.next_start)
     reported = memo.setdefault("reported_problems", set())
@@ -110,18 +138,16 @@ def _decide(
 
 
 def _report_deferral(
-    plural: str,
+    timer: TimerContext,
     workload: Mapping[str, Any],
     decision: decisions.RestartDecision,
     now: dt.datetime,
-    memo: MutableMapping[str, Any],
-    logger: logging.Logger | logging.LoggerAdapter[Any],
 ) -> None:
     """A window closed while pacing held the restart back: say so once, and why."""
-    refused = memo.get("refused")
+    refused = timer.memo.get("refused")
     if not refused or now < refused[0]:
         return
-    del memo["refused"]
+    del timer.memo["refused"]
     if decision.action is not Action.WAIT:
         return
     upcoming = (
@@ -132,21 +158,12 @@ def _report_deferral(
     message = (
         f"window closed before pacing let the restart start ({refused[1]}); still pending{upcoming}"
     )
-    logger.info(message)
+    timer.logger.info(message)
     posting.event(workload, type="Normal", reason="RestartDeferred", message=message)
-    metrics.RESTARTS.labels(WORKLOAD_KINDS[plural], "deferred").inc()
+    metrics.RESTARTS.labels(timer.kind, "deferred").inc()
 
 
-async def restart_when_due(
-    plural: str,
-    workload: Mapping[str, Any],
-    settings: Settings,
-    api: Api,
-    pacer: pacing.Pacer,
-    seen: SeenMarks,
-    memo: MutableMapping[str, Any],
-    logger: logging.Logger | logging.LoggerAdapter[Any],
-) -> None:
+async def restart_when_due(timer: TimerContext, workload: Mapping[str, Any]) -> None:
     """One timer tick on a pending workload: restart in one patch, or say why not.
 
     The tick's body says whether anything is to be done; what is sent is decided on a
@@ -155,71 +172,52 @@ async def restart_when_due(
     pending, and the first tick after the close posts ``RestartDeferred``.
     """
     now = dt.datetime.now(dt.UTC)
-    decision = _decide(plural, workload, settings, now, memo, pacer, logger)
+    decision = _decide(timer, workload, now)
     if decision is None:
         return
     if decision.action is not Action.RESTART:
-        await asyncio.to_thread(
-            _act, plural, workload, settings, api, seen, now, memo, logger, may_restart=False
-        )
+        await asyncio.to_thread(_act, timer, workload, now, may_restart=False)
         return
-    key = workload_key(plural, workload)
-    if not await _slot(key, decision, settings, pacer, memo):
+    key = workload_key(timer.plural, workload)
+    if not await _slot(timer, key, decision):
         return
     restarted: Mapping[str, Any] | None = None
     try:
         # Waiting for the slot took time: decided again at the instant the patch is sent.
         now = dt.datetime.now(dt.UTC)
-        restarted = await asyncio.to_thread(
-            _act, plural, workload, settings, api, seen, now, memo, logger, may_restart=True
-        )
+        restarted = await asyncio.to_thread(_act, timer, workload, now, may_restart=True)
     except Exception:
-        metrics.RESTARTS.labels(WORKLOAD_KINDS[plural], "failed").inc()
+        metrics.RESTARTS.labels(timer.kind, "failed").inc()
         raise
     finally:
         if restarted is None:
-            pacer.abandoned(key)
+            timer.pacer.abandoned(key)
         else:
-            pacer.started(key, pacing.uid_of(restarted), float(int(now.timestamp())))
+            timer.pacer.started(key, pacing.uid_of(restarted), float(int(now.timestamp())))
 
 
-async def _slot(
-    key: WorkloadKey,
-    decision: decisions.RestartDecision,
-    settings: Settings,
-    pacer: pacing.Pacer,
-    memo: MutableMapping[str, Any],
-) -> bool:
+async def _slot(timer: TimerContext, key: WorkloadKey, decision: decisions.RestartDecision) -> bool:
     """True when the pacer lets this restart start; False after one interval, or when
     its window closes, remembering why for the deferral notice."""
     assert decision.due is not None
     due = decision.due.timestamp()
-    give_up = time.monotonic() + settings.timer_interval
-    while (why := pacer.try_start(key, due, time.time())) is not None:
+    give_up = time.monotonic() + timer.settings.timer_interval
+    while (why := timer.pacer.try_start(key, due, time.time())) is not None:
         now = dt.datetime.now(dt.UTC)
         if decision.closes is not None:
-            memo["refused"] = (decision.closes, why)
+            timer.memo["refused"] = (decision.closes, why)
             if now >= decision.closes:
-                pacer.withdraw(key)
+                timer.pacer.withdraw(key)
                 return False
         if time.monotonic() >= give_up:
             return False  # the next tick asks again, keeping its place by due time
         await asyncio.sleep(PACING_POLL)
-    memo.pop("refused", None)
+    timer.memo.pop("refused", None)
     return True
 
 
 def _act(
-    plural: str,
-    ticked: Mapping[str, Any],
-    settings: Settings,
-    api: Api,
-    seen: SeenMarks,
-    now: dt.datetime,
-    memo: MutableMapping[str, Any],
-    logger: logging.Logger | logging.LoggerAdapter[Any],
-    *,
-    may_restart: bool,
+    timer: TimerContext, ticked: Mapping[str, Any], now: dt.datetime, *, may_restart: bool
 ) -> Mapping[str, Any] | None:
     """Restart (when ``may_restart``) or clear, decided on the workload as it is at a
     version, never on an echo; the restarted body.
@@ -236,10 +234,10 @@ def _act(
     conflict the workload is read and decided once more at once, so a busy one keeps its
     window.
     """
+    plural, api, memo = timer.plural, timer.api, timer.memo
     metadata = ticked["metadata"]
     namespace, name = metadata["namespace"], metadata["name"]
-    kind = WORKLOAD_KINDS[plural]
-    vouched = seen.vouches_for(plural, ticked)
+    vouched = timer.seen.vouches_for(plural, ticked)
     for attempt in range(2):
         fresh = ticked if vouched and not attempt else api.read_workload(plural, namespace, name)
         if fresh is None:
@@ -252,11 +250,11 @@ def _act(
                 # An earlier try of this tick restarted it; its answer was lost.
                 marks = decisions.pending_marks(metadata.get("annotations"))
                 at = dt.datetime.fromtimestamp(restarted, dt.UTC)
-                _report_restart(kind, ticked, fresh, tuple(m.token for m in marks), at, logger)
+                _report_restart(timer, ticked, fresh, tuple(m.token for m in marks), at)
                 return fresh
-            logger.info("no pending mark any more (cleared meanwhile); nothing sent")
+            timer.logger.info("no pending mark any more (cleared meanwhile); nothing sent")
             return None
-        decision = decisions.decide_restart(fresh, settings, now)
+        decision = decisions.decide_restart(fresh, timer.settings, now)
         restart = decision.action is Action.RESTART
         if not ((restart and may_restart) or decision.action in CLEARING):
             return None  # the next tick decides on what changed
@@ -268,24 +266,23 @@ def _act(
             return None
         release(memo, ticked, fresh, sent)
         if not restart:
-            _report_clear(kind, sent, decision, logger)
+            _report_clear(timer, sent, decision)
             return None
-        _report_restart(kind, fresh, sent, decision.sources, now, logger)
+        _report_restart(timer, fresh, sent, decision.sources, now)
         return sent
-    logger.info("changed while deciding; deciding again on the next tick")
+    timer.logger.info("changed while deciding; deciding again on the next tick")
     return None
 
 
 def _report_restart(
-    kind: str,
+    timer: TimerContext,
     marked: Mapping[str, Any],
     restarted: Mapping[str, Any],
     sources: tuple[str, ...],
     at: dt.datetime,
-    logger: logging.Logger | logging.LoggerAdapter[Any],
 ) -> None:
     """The restart's count, change-to-restart time, log line and ``Restarted`` Event."""
-    metrics.RESTARTS.labels(kind, "restarted").inc()
+    metrics.RESTARTS.labels(timer.kind, "restarted").inc()
     stamped = [
         mark.since
         for mark in decisions.pending_marks(marked["metadata"].get("annotations") or {})
@@ -297,19 +294,16 @@ def _report_restart(
         f"restarted in window (pending for {', '.join(sources)}); "
         f"restartedAt {at.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
     )
-    logger.info(message)
+    timer.logger.info(message)
     posting.event(restarted, type="Normal", reason="Restarted", message=message)
 
 
 def _report_clear(
-    kind: str,
-    cleared: Mapping[str, Any],
-    decision: decisions.RestartDecision,
-    logger: logging.Logger | logging.LoggerAdapter[Any],
+    timer: TimerContext, cleared: Mapping[str, Any], decision: decisions.RestartDecision
 ) -> None:
     """Opted out while pending, or pending only for changes already restarted for: the
     marks were dropped, nothing restarted."""
-    metrics.RESTARTS.labels(kind, "skipped").inc()
+    metrics.RESTARTS.labels(timer.kind, "skipped").inc()
     sources = ", ".join(decision.sources)
     if decision.action is Action.OPTED_OUT:
         message = f"{keys.IGNORE}=true: pending restart for {sources} dropped; nothing restarted"
@@ -318,5 +312,5 @@ def _report_clear(
             f"already restarted for the change of {sources} it was marked for again; "
             "mark dropped, nothing restarted"
         )
-    logger.info(message)
+    timer.logger.info(message)
     posting.event(cleared, type="Normal", reason="RestartSkipped", message=message)

@@ -19,7 +19,7 @@ from restarter.model.references import SOURCE_KINDS, WORKLOAD_KINDS
 from restarter.restarting.observing import PacerSweeper, WorkloadObserver
 from restarter.restarting.pacing import Pacer
 from restarter.restarting.stamping import already_seen, reconcile_source
-from restarter.restarting.ticking import restart_when_due, timer_wanted
+from restarter.restarting.ticking import TimerContext, restart_when_due, timer_wanted
 from restarter.runtime.kube import Api
 from restarter.runtime.settings import Settings
 
@@ -128,7 +128,8 @@ def _register_workload(
     async def pending_restart(body: Any, memo: Any, logger: Any, **_: Any) -> None:
         """A workload with pending marks: restart it when its window is open and pacing
         lets it start."""
-        await restart_when_due(plural, body, settings, api, pacer, seen, memo, logger)
+        timer = TimerContext(plural, settings, api, pacer, seen, memo, logger)
+        await restart_when_due(timer, body)
 
 
 def _register_source(
