@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
+import threading
 from collections.abc import Iterable, Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
+from restarter.cluster.reference_map import ReferenceMap
 from restarter.model import decisions, keys, windows
 from restarter.model.decisions import Change
 from restarter.model.references import SOURCE_KINDS, WORKLOAD_KINDS
@@ -19,6 +23,38 @@ from restarter.runtime.settings import Settings
 
 #: Stamps in flight at once for one change (below kube.POOL_SIZE connections).
 STAMP_CONCURRENCY = 16
+#: Seconds between checks of whether the reference map is in sync, while a change waits.
+SYNC_POLL = 0.1
+#: Seconds before a change whose stamp was refused is stamped again, doubling up to the max.
+STAMP_RETRY_DELAY, MAX_STAMP_RETRY_DELAY = 2.0, 60.0
+
+
+@dataclass(frozen=True)
+class SourceContext:
+    """What every step of one source event needs; the source's handler makes one per event.
+
+    The flow reads ``kind``, ``settings``, ``api``, ``reference_map`` and ``in_sync``, and
+    changes ``checksums`` (and, through ``api``, the source and its dependents).
+    """
+
+    kind: str
+    """``secret`` or ``configmap``."""
+
+    settings: Settings
+    api: Api
+
+    reference_map: ReferenceMap
+    """Who uses which source, kept by restarter's own workload streams."""
+
+    in_sync: threading.Event
+    """Set while every workload stream has listed: the map then lacks no user."""
+
+    checksums: MutableMapping[tuple[str, str, str], str]
+    """(kind, namespace, name) → the checksum recorded on the source in this run; shared
+    by every source handler."""
+
+    logger: logging.Logger | logging.LoggerAdapter[Any]
+    """kopf's logger of this source."""
 
 
 def _when(instant: dt.datetime, zone_name: str) -> str:
@@ -26,12 +62,41 @@ def _when(instant: dt.datetime, zone_name: str) -> str:
     return f"{local:%Y-%m-%d %H:%M} {zone_name}"
 
 
-def already_seen(
-    kind: str, source: Mapping[str, Any], seen: MutableMapping[tuple[str, str, str], str]
-) -> bool:
-    """True (and remembered) when the source's data matches its recorded checksum."""
+async def check_source(context: SourceContext, source: Mapping[str, Any]) -> None:
+    """A labelled source was listed, added or modified: on a data change, stamp every
+    dependent, trying again until every stamp landed."""
+    # Until every workload stream has listed (and while one is reconnecting), the map
+    # may lack a user of this source: wait rather than record a change unstamped.
+    while not context.in_sync.is_set():
+        await asyncio.sleep(SYNC_POLL)
+    if already_seen(context, source):
+        return  # the common case at start-up: no thread hop, no body held for long
     metadata = source["metadata"]
-    key = (kind, metadata["namespace"], metadata["name"])
+    namespace, name = metadata["namespace"], metadata["name"]
+    delay = STAMP_RETRY_DELAY
+    while True:
+        dependents = context.reference_map.dependents(namespace, context.kind, name)
+        now = dt.datetime.now(dt.UTC)
+        # The flow blocks on API calls: a thread, with this handler's context (kopf's
+        # Event posting needs it).
+        if await asyncio.to_thread(reconcile_source, context, source, dependents, now):
+            return
+        # A refused stamp: try again, from the source as it is then, until it lands.
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, MAX_STAMP_RETRY_DELAY)
+        fresh = await asyncio.to_thread(context.api.read_source, context.kind, namespace, name)
+        if fresh is None or keys.RESTART_AT_LABEL not in (fresh["metadata"].get("labels") or {}):
+            return  # deleted or unlabelled meanwhile: nothing to restart for
+        if already_seen(context, fresh):
+            return
+        source = fresh
+
+
+def already_seen(context: SourceContext, source: Mapping[str, Any]) -> bool:
+    """True (and remembered) when the source's data matches its recorded checksum."""
+    seen = context.checksums
+    metadata = source["metadata"]
+    key = (context.kind, metadata["namespace"], metadata["name"])
     change, current = decisions.classify(source, seen.get(key))
     # seen holds a checksum only once it is recorded on the source: a body older than
     # that record (an event of our own change annotation) is not a new change.
@@ -42,22 +107,18 @@ def already_seen(
 
 
 def reconcile_source(
-    kind: str,
+    context: SourceContext,
     source: Mapping[str, Any],
     dependents: Iterable[tuple[str, str]],
-    settings: Settings,
-    api: Api,
     now: dt.datetime,
-    logger: logging.Logger | logging.LoggerAdapter[Any],
-    seen: MutableMapping[tuple[str, str, str], str],
 ) -> bool:
     """Stamp every dependent first, record the checksum second: a crash repeats, never loses.
 
     False when a stamp failed: the checksum is not recorded and the caller tries again.
-
-    ``kind`` is ``secret`` or ``configmap``; ``dependents`` are (resource plural, name)
-    pairs; ``seen`` maps (kind, namespace, name) to the checksum recorded in this run.
+    ``dependents`` are (resource plural, name) pairs.
     """
+    kind, api, logger, seen = context.kind, context.api, context.logger, context.checksums
+    settings = context.settings
     metadata = source["metadata"]
     namespace, name = metadata["namespace"], metadata["name"]
     what = f"{SOURCE_KINDS[kind]} {name}"
