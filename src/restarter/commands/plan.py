@@ -26,6 +26,9 @@ from restarter.model.windows import format_length
 from restarter.runtime.kube import Api
 from restarter.runtime.settings import Settings
 
+COMMAND = "plan"
+DESCRIPTION = "List pending workloads: the sources they wait for and their next restart."
+
 
 class PlanError(RuntimeError):
     """The cluster could not be read; the message is one line for the user."""
@@ -55,8 +58,8 @@ class PlanOptions:
 def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     defaults = Settings()
     parser = argparse.ArgumentParser(
-        prog="restarter plan",
-        description="List pending workloads: the sources they wait for and their next restart.",
+        prog=f"restarter {COMMAND}",
+        description=DESCRIPTION,
     )
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument("-n", "--namespace", help="default: the kubeconfig context's namespace")

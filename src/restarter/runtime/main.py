@@ -8,8 +8,7 @@ from collections.abc import Sequence
 
 import kopf
 
-from restarter.commands import plan, release_finalizers
-from restarter.commands.release_plan import COMMAND as RELEASE_COMMAND
+from restarter.commands import plan, release_finalizers, release_plan
 from restarter.model import keys
 from restarter.model.references import WORKLOAD_KINDS
 from restarter.runtime import leadership, metrics
@@ -17,6 +16,12 @@ from restarter.runtime import settings as settings_module
 from restarter.runtime.handlers import build_registry
 from restarter.runtime.kube import Api, load_client
 from restarter.runtime.settings import Settings, SettingsError
+
+#: The subcommands (the first word only), as ``restarter --help`` lists them.
+COMMANDS = (
+    (plan.COMMAND, plan.DESCRIPTION),
+    (release_plan.COMMAND, f"{release_plan.DESCRIPTION} Helm's pre-delete hook runs it."),
+)
 
 
 def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
@@ -63,12 +68,12 @@ def _quiet_timer_ticks(record: logging.LogRecord) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
     # A subcommand only as the first word: ``restarter --timezone X`` still runs the operator.
-    if arguments[:1] == ["plan"]:
+    if arguments[:1] == [plan.COMMAND]:
         return plan.main(arguments[1:])
-    if arguments[:1] == [RELEASE_COMMAND]:
+    if arguments[:1] == [release_plan.COMMAND]:
         return release_finalizers.main(arguments[1:])
     try:
-        settings = settings_module.build(arguments)
+        settings = settings_module.build(arguments, commands=COMMANDS)
     except SettingsError as error:
         print(f"restarter: {error}", file=sys.stderr)
         return 2
