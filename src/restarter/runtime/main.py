@@ -1,4 +1,5 @@
-"""``restarter``: load settings, build the handlers, run kopf; ``restarter plan``: list."""
+"""``restarter``: load settings, build the handlers, run kopf; or run a subcommand (``plan``,
+``release-finalizers``)."""
 
 from __future__ import annotations
 
