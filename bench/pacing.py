@@ -32,8 +32,8 @@ import kubernetes
 from bench.control_plane import AuditedCluster, api_client, fresh_workdir
 from bench.processes import OperatorProcess
 from bench.stats import median, spread
-from restarter import keys
-from restarter.rollouts import Progress, progress
+from restarter.model import keys
+from restarter.restarting.rollouts import Progress, progress
 
 log = logging.getLogger("bench.pacing")
 NAMESPACE = "bench-pacing"

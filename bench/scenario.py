@@ -33,9 +33,9 @@ from bench.workload import (
     RELOADER_AUTO,
     SHARED_SECRET,
 )
-from restarter import keys
-from restarter.checksums import checksum
-from restarter.references import SECRET
+from restarter.model import keys
+from restarter.model.checksums import checksum
+from restarter.model.references import SECRET
 from restarter_cluster.cluster import Cluster
 
 log = logging.getLogger("bench")

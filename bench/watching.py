@@ -17,7 +17,7 @@ from typing import Any
 import kubernetes
 
 from bench.workload import NAMESPACE
-from restarter import keys
+from restarter.model import keys
 
 #: Annotation prefixes recorded from each Deployment event.
 RECORDED_PREFIXES = (keys.PENDING_RESTART + "/", "naive.bench/")

@@ -6,8 +6,8 @@ import base64
 import hashlib
 from typing import Any
 
-from restarter import keys
-from restarter.checksums import checksum
+from restarter.model import keys
+from restarter.model.checksums import checksum
 
 NAMESPACE = "bench"
 #: Every Deployment mounts this labelled Secret: changing it fans out to all of them.

@@ -24,7 +24,7 @@ from typing import Any
 import kubernetes
 from kubernetes.watch.watch import iter_resp_lines
 
-from restarter import keys
+from restarter.model import keys
 
 #: Progress kinds a ledger counts: a new pending mark value, a new restartedAt value.
 STAMP, RESTART = "stamp", "restart"

@@ -26,7 +26,7 @@ import kubernetes
 import pytest
 import yaml
 
-from restarter import keys
+from restarter.model import keys
 from restarter_cluster.cluster import Cluster
 from tests.conftest import Operator, wait_for
 from tests.faults import NO_PACING

@@ -32,7 +32,7 @@ from typing import Any
 import kubernetes
 import pytest
 
-from restarter import keys
+from restarter.model import keys
 from restarter_cluster.cluster import Cluster
 from tests.conftest import Operator, wait_for
 from tests.faults import NO_PACING

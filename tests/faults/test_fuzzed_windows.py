@@ -31,9 +31,9 @@ import pytz
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from restarter import keys, windows
-from restarter import settings as restarter_settings
-from restarter.schedule import ScheduleError
+from restarter.model import keys, windows
+from restarter.model.schedule import ScheduleError
+from restarter.runtime import settings as restarter_settings
 from restarter_cluster.cluster import Cluster
 from tests.conftest import Operator, wait_for
 from tests.faults import NO_PACING

@@ -16,7 +16,7 @@ import kubernetes
 import pytz
 from cryptography import x509
 
-from restarter import keys
+from restarter.model import keys
 from restarter_cluster.cert_manager import CertManager
 from restarter_cluster.cluster import Cluster
 from tests.conftest import Operator, wait_for

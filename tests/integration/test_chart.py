@@ -19,7 +19,7 @@ import kubernetes
 import pytest
 import yaml
 
-from restarter import keys
+from restarter.model import keys
 from restarter_cluster import binaries
 from restarter_cluster.cluster import Cluster
 from tests.conftest import REPO, Operator, wait_for

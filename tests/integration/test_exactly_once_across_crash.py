@@ -22,7 +22,7 @@ from typing import Any
 import kubernetes
 import pytest
 
-from restarter import keys
+from restarter.model import keys
 from tests.conftest import Operator, wait_for
 from tests.integration.factories import deployment, env_from_secret, secret, window_open_now
 from tests.integration.test_operator_restarts import TICKS, baseline, change_data

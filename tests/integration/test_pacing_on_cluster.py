@@ -15,8 +15,8 @@ from typing import Any
 import kubernetes
 import pytest
 
-from restarter import keys
-from restarter.rollouts import Progress, progress
+from restarter.model import keys
+from restarter.restarting.rollouts import Progress, progress
 from tests.conftest import Operator, wait_for
 from tests.integration.factories import deployment, env_from_secret, secret, window_open_now
 from tests.integration.test_operator_restarts import baseline, change_data, events

@@ -17,8 +17,8 @@ import pytest
 import pytz
 import yaml
 
-from restarter import decisions, keys, windows
-from restarter.schedule import next_restart
+from restarter.model import decisions, keys, windows
+from restarter.model.schedule import next_restart
 from restarter_cluster.cluster import Cluster
 from tests.conftest import REPO, Operator, wait_for
 from tests.integration.factories import deployment, encoded, env_from_secret, secret

@@ -11,7 +11,7 @@ from pathlib import Path
 import kubernetes
 from prometheus_client.parser import text_string_to_metric_families
 
-from restarter import keys
+from restarter.model import keys
 from restarter_cluster.cluster import Cluster
 from tests.conftest import Operator, wait_for
 from tests.integration.factories import (

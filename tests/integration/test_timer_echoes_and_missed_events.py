@@ -34,14 +34,14 @@ import kubernetes
 import pytest
 from kopf._core.engines import posting  # the Event queue kopf gives its handlers
 
-from restarter import keys
-from restarter.decisions import decide_restart, stamp_patch
-from restarter.kube import Api, Conflict
-from restarter.pacing import Pacer
-from restarter.reconciling import restart_when_due, timer_wanted
-from restarter.seen_marks import SeenMarks
-from restarter.settings import Settings
-from restarter.windows import WindowRequest
+from restarter.cluster.seen_marks import SeenMarks
+from restarter.model import keys
+from restarter.model.decisions import decide_restart, stamp_patch
+from restarter.model.windows import WindowRequest
+from restarter.restarting.pacing import Pacer
+from restarter.restarting.ticking import TimerContext, restart_when_due, timer_wanted
+from restarter.runtime.kube import Api, Conflict
+from restarter.runtime.settings import Settings
 from tests.conftest import wait_for
 from tests.faults.test_sigkill_fan_out import replica_sets_per_owner
 from tests.integration.factories import deployment
@@ -124,7 +124,8 @@ def tick(
         posting.event_queue_var.set(queue)
         posting.event_queue_loop_var.set(asyncio.get_running_loop())
         pacer = Pacer(SETTINGS.pacing, stale_after=2.5 * SETTINGS.timer_interval)
-        await restart_when_due("deployments", body, SETTINGS, api, pacer, seen, memo, log)
+        timer = TimerContext("deployments", SETTINGS, api, pacer, seen, memo, log)
+        await restart_when_due(timer, body)
 
     asyncio.run(run())
     events = []

@@ -13,7 +13,7 @@ import kubernetes
 import pytest
 import pytz
 
-from restarter import keys
+from restarter.model import keys
 from restarter_cluster.cluster import Cluster
 from tests.conftest import Operator, wait_for
 from tests.integration.factories import (

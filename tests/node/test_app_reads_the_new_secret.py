@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import kubernetes
 
-from restarter import keys
+from restarter.model import keys
 from restarter_cluster.node import RealNode
 from tests.conftest import wait_for
 from tests.integration.factories import secret

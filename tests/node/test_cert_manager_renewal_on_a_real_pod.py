@@ -9,7 +9,7 @@ from collections.abc import Callable
 import kubernetes
 from cryptography import x509
 
-from restarter import keys
+from restarter.model import keys
 from restarter_cluster.cert_manager import CertManager
 from restarter_cluster.node import RealNode
 from tests.conftest import wait_for

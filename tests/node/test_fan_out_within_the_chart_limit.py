@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import kubernetes
 
-from restarter import keys
+from restarter.model import keys
 from restarter_cluster.node import RealNode
 from tests.conftest import wait_for
 from tests.integration.factories import deployment, env_from_secret, secret

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import kubernetes
 import pytest
 
-from restarter import keys
+from restarter.model import keys
 from restarter_cluster.node import RealNode
 from tests.conftest import wait_for
 from tests.integration.factories import deployment, env_from_secret, secret

@@ -11,7 +11,7 @@ from typing import Any
 import kubernetes
 import urllib3
 
-from restarter import keys
+from restarter.model import keys
 from tests.conftest import wait_for
 from tests.integration.factories import deployment, env_from_secret, secret, window_hours_away
 from tests.integration.test_operator_restarts import baseline, change_data, pending

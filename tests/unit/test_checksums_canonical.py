@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from restarter.checksums import checksum
+from restarter.model.checksums import checksum
 
 CHECKSUM_ALPHABET = set("sha256:0123456789abcdef")
 

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from restarter import keys, planning
-from restarter.decisions import (
+from restarter.commands import planning
+from restarter.model import keys
+from restarter.model.decisions import (
     Action,
     begin_change_patch,
     change_id,
@@ -19,8 +20,8 @@ from restarter.decisions import (
     restarted_for,
     stamp_patch,
 )
-from restarter.settings import Settings
-from restarter.windows import WindowRequest
+from restarter.model.windows import WindowRequest
+from restarter.runtime.settings import Settings
 
 HOUR = dt.timedelta(hours=1)
 SETTINGS = Settings(timezone="UTC", window_length=HOUR)

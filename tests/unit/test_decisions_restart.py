@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import pytz
 
-from restarter import keys
-from restarter.checksums import checksum
-from restarter.decisions import (
+from restarter.model import keys
+from restarter.model.checksums import checksum
+from restarter.model.decisions import (
     Action,
     Change,
     Mark,
@@ -24,8 +24,8 @@ from restarter.decisions import (
     pending_marks,
     stamp_patch,
 )
-from restarter.settings import Settings
-from restarter.windows import WindowRequest
+from restarter.model.windows import WindowRequest
+from restarter.runtime.settings import Settings
 
 UTC = pytz.UTC
 WARSAW = pytz.timezone("Europe/Warsaw")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from restarter import keys
+from restarter.model import keys
 
 ANNOTATION_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

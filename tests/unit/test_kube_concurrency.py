@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from restarter.kube import Concurrency
+from restarter.runtime.kube import Concurrency
 
 
 def test_each_429_halves_the_limit_down_to_one() -> None:

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from restarter import keys
-from restarter.pacing import Limits, Pacer, free_starts
-from restarter.rollouts import Progress, progress
+from restarter.model import keys
+from restarter.restarting.pacing import Limits, Pacer, free_starts
+from restarter.restarting.rollouts import Progress, progress
 
 NOW = 1_800_000_000.0
 

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from restarter.pacing import Limits
-from restarter.settings import SettingsError, build
+from restarter.restarting.pacing import Limits
+from restarter.runtime.settings import SettingsError, build
 
 
 def test_pacing_is_on_by_default_with_limits_a_cluster_survives() -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from restarter import main as main_module
-from restarter import plan_command
-from restarter.plan_command import PlanOptions, parse_options
+from restarter.commands import plan
+from restarter.commands.plan import PlanOptions, parse_options
+from restarter.runtime import main as main_module
 
 
 def test_defaults_follow_the_operators_variables() -> None:
@@ -52,7 +52,7 @@ def test_bad_flags_exit_2_with_a_message(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exited:
-        raise SystemExit(plan_command.main(argv, {}))
+        raise SystemExit(plan.main(argv, {}))
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
 
@@ -69,6 +69,6 @@ def test_a_missing_kubeconfig_exits_1_in_one_line(
 
 
 def test_nothing_pending_renders_a_sentence_or_an_empty_list() -> None:
-    assert plan_command.render([], "shop", "table") == "no pending workloads in namespace shop"
-    assert plan_command.render([], None, "table") == "no pending workloads in any namespace"
-    assert plan_command.render([], "shop", "json") == "[]"
+    assert plan.render([], "shop", "table") == "no pending workloads in namespace shop"
+    assert plan.render([], None, "table") == "no pending workloads in any namespace"
+    assert plan.render([], "shop", "json") == "[]"

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from restarter import keys, planning
-from restarter.planning import PlanRow
+from restarter.commands import planning
+from restarter.commands.planning import PlanRow
+from restarter.model import keys
 
 HOUR = dt.timedelta(hours=1)
 #: A Wednesday; Warsaw is UTC+1 (CET), Kolkata UTC+5:30 (IST, no DST).

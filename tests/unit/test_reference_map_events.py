@@ -7,9 +7,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from restarter import keys
-from restarter.reference_map import ReferenceMap, references_of
-from restarter.references import CONFIGMAP, SECRET, Reference
+from restarter.cluster.reference_map import ReferenceMap, references_of
+from restarter.model import keys
+from restarter.model.references import CONFIGMAP, SECRET, Reference
 
 DB = Reference(SECRET, "db")
 API = Reference(SECRET, "api")

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from restarter import keys
-from restarter.references import CONFIGMAP, SECRET, Reference, references, workload_references
+from restarter.model import keys
+from restarter.model.references import CONFIGMAP, SECRET, Reference, references, workload_references
 
 # --- factories ---------------------------------------------------------------------------
 

@@ -6,15 +6,15 @@ import datetime as dt
 
 import pytest
 
-from restarter import keys
-from restarter.main import main
-from restarter.release_plan import (
+from restarter.commands.release_plan import (
     WORKLOAD_KINDS,
     ReleaseOptions,
     ReleaseOptionsError,
     parse_options,
     release_patch,
 )
+from restarter.model import keys
+from restarter.runtime.main import main
 
 OURS = keys.FINALIZER
 OPERATOR = ["--operator-namespace", "restarter-system", "--operator-deployment", "restarter"]

@@ -12,7 +12,7 @@ import datetime as dt
 import pytest
 import pytz
 
-from restarter.schedule import (
+from restarter.model.schedule import (
     DailyWindow,
     ScheduleError,
     earliest,

@@ -16,12 +16,13 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from restarter import keys, reconciling
-from restarter.kube import Conflict
-from restarter.pacing import Pacer
-from restarter.seen_marks import SeenMarks
-from restarter.settings import Settings
-from restarter.windows import WindowRequest
+from restarter.cluster.seen_marks import SeenMarks
+from restarter.model import keys
+from restarter.model.windows import WindowRequest
+from restarter.restarting import posting, ticking
+from restarter.restarting.pacing import Pacer
+from restarter.runtime.kube import Conflict
+from restarter.runtime.settings import Settings
 
 HOUR = dt.timedelta(hours=1)
 SETTINGS = Settings(timezone="UTC", window_length=HOUR)
@@ -79,7 +80,7 @@ class ScriptedApi:
 def events(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     posted: list[str] = []
     monkeypatch.setattr(
-        reconciling, "_event", lambda obj, *, type, reason, message: posted.append(reason)
+        posting, "event", lambda obj, *, type, reason, message: posted.append(reason)
     )
     return posted
 
@@ -98,7 +99,9 @@ def tick(
 ) -> None:
     seen = seen or SeenMarks()
     asyncio.run(
-        reconciling.restart_when_due("deployments", body, SETTINGS, api, pacer, seen, memo, log)
+        ticking.restart_when_due(
+            ticking.TimerContext("deployments", SETTINGS, api, pacer, seen, memo, log), body
+        )
     )
 
 
@@ -121,8 +124,8 @@ def test_the_patch_is_conditional_on_the_fresh_read_not_on_the_ticks_body(
     assert [patch["metadata"]["resourceVersion"] for patch in api.sent] == ["12"]
     assert events == ["Restarted"]
     assert count("restarted") == before + 1
-    assert reconciling.released(memo, {"resourceVersion": "13"})
-    assert not reconciling.released(memo, {"resourceVersion": "14"})
+    assert ticking.released(memo, {"resourceVersion": "13"})
+    assert not ticking.released(memo, {"resourceVersion": "14"})
 
 
 def test_a_body_the_streams_saw_at_its_version_with_its_marks_is_patched_without_a_read(
@@ -191,7 +194,7 @@ def test_marks_removed_meanwhile_send_and_report_nothing(events: list[str]) -> N
     tick(pending("12", since), api, memo, new_pacer())
     assert api.sent == []
     assert events == []
-    assert reconciling.released(memo, {"resourceVersion": "13"})
+    assert ticking.released(memo, {"resourceVersion": "13"})
 
 
 def test_two_conflicts_send_nothing_more_and_free_the_slot(events: list[str]) -> None:

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from restarter import keys
-from restarter.kube import compare_versions
-from restarter.reconciling import release, released, timer_wanted
+from restarter.model import keys
+from restarter.restarting.ticking import release, released, timer_wanted
+from restarter.runtime.kube import compare_versions
 
 PENDING = {keys.pending_key("secret", "db"): "1796000000"}
 

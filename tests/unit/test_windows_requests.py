@@ -8,9 +8,15 @@ from typing import Any
 
 import pytest
 
-from restarter import keys
-from restarter.schedule import AnyWindow, CronWindow, DailyWindow, Immediately, ScheduleError
-from restarter.windows import WindowRequest, format_length, from_mark, from_source, source_of_mark
+from restarter.model import keys
+from restarter.model.schedule import AnyWindow, CronWindow, DailyWindow, Immediately, ScheduleError
+from restarter.model.windows import (
+    WindowRequest,
+    format_length,
+    from_mark,
+    from_source,
+    source_of_mark,
+)
 
 HOUR = dt.timedelta(hours=1)
 TWO_TICKS = dt.timedelta(seconds=120)

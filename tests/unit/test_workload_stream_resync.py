@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-import restarter.workload_watching as watching
-from restarter.reference_map import ReferenceMap
-from restarter.workload_watching import Stream
+from restarter.cluster import workload_watching as watching
+from restarter.cluster.reference_map import ReferenceMap
+from restarter.cluster.workload_watching import Stream
 
 NAMESPACE = "shop"
 

@@ -21,9 +21,9 @@ from typing import Any, Protocol
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from restarter.kube import Api
-from restarter.reference_map import ReferenceMap, references_of
-from restarter.references import WORKLOAD_KINDS
+from restarter.cluster.reference_map import ReferenceMap, references_of
+from restarter.model.references import WORKLOAD_KINDS
+from restarter.runtime.kube import Api
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ import kubernetes
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from restarter import metrics
-from restarter.references import CLIENT_STEMS, WORKLOAD_KINDS
+from restarter.model.references import CLIENT_STEMS, WORKLOAD_KINDS
+from restarter.runtime import metrics
 
 MERGE_PATCH = "application/merge-patch+json"
 #: Workloads are built-in types: a strategic merge patch can add to and remove from

@@ -4,7 +4,7 @@ kopf's label-selected watch can hand a timer the echo of a DELETED event: the ma
 they were, with a newer resourceVersion at which the workload has none. restarter's
 workload streams select no label, so every body they deliver is the workload as it was
 at that version. A tick whose body shows exactly the version and marks seen here acts on
-that body; any other body is read again first (see ``reconciling._act``).
+that body; any other body is read again first (see ``restarting.ticking._act``).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from restarter import keys
-from restarter.pacing import Key, key_of
+from restarter.model import keys
+from restarter.model.references import WorkloadKey, workload_key
 
 
 def _marks(annotations: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
@@ -27,19 +27,19 @@ class SeenMarks:
     """Workloads with pending marks → (resourceVersion, hash of the marks) last seen."""
 
     def __init__(self) -> None:
-        self._seen: dict[Key, tuple[str, int]] = {}
+        self._seen: dict[WorkloadKey, tuple[str, int]] = {}
         self._lock = threading.Lock()
 
     def observe(self, plural: str, body: Mapping[str, Any]) -> None:
         metadata = body.get("metadata") or {}
-        key, marks = key_of(plural, body), _marks(metadata.get("annotations"))
+        key, marks = workload_key(plural, body), _marks(metadata.get("annotations"))
         with self._lock:
             if marks:
                 self._seen[key] = (str(metadata.get("resourceVersion")), hash(marks))
             else:
                 self._seen.pop(key, None)
 
-    def forget(self, key: Key) -> None:
+    def forget(self, key: WorkloadKey) -> None:
         with self._lock:
             self._seen.pop(key, None)
 
@@ -48,5 +48,5 @@ class SeenMarks:
         metadata = body.get("metadata") or {}
         marks = _marks(metadata.get("annotations"))
         with self._lock:
-            seen = self._seen.get(key_of(plural, body))
+            seen = self._seen.get(workload_key(plural, body))
         return bool(marks) and seen == (str(metadata.get("resourceVersion")), hash(marks))

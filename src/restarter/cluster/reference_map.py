@@ -13,10 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from restarter.references import Reference, workload_references
+from restarter.model.references import Reference, WorkloadKey, workload_references
 
-#: A workload: (resource plural, namespace, name).
-WorkloadKey = tuple[str, str, str]
 #: A source: (namespace, source kind, source name).
 SourceKey = tuple[str, str, str]
 

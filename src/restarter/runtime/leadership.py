@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
-from restarter import metrics
+from restarter.runtime import metrics
 
 #: Seconds a standby waits, after the holder's last renewal it saw, before taking over.
 LEASE_DURATION = 15

@@ -20,11 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from restarter import keys
-from restarter.rollouts import Progress, progress
-
-#: (resource plural, namespace, name)
-Key = tuple[str, str, str]
+from restarter.model import keys
+from restarter.model.references import WorkloadKey, workload_key
+from restarter.restarting.rollouts import Progress, progress
 
 #: Seconds a start counts against the per-minute limit.
 MINUTE = 60.0
@@ -60,7 +58,7 @@ def free_starts(in_flight: int, started: int, limits: Limits) -> int | None:
 class Stalled:
     """A restart whose rollout stopped holding its slot without completing."""
 
-    key: Key
+    key: WorkloadKey
     uid: str
     restarted_at: float
     reason: str
@@ -79,32 +77,27 @@ def uid_of(body: Mapping[str, Any]) -> str:
     return str((body.get("metadata") or {}).get("uid") or "")
 
 
-def key_of(plural: str, body: Mapping[str, Any]) -> Key:
-    metadata = body.get("metadata") or {}
-    return (plural, metadata.get("namespace", ""), metadata.get("name", ""))
-
-
 class Pacer:
     def __init__(self, limits: Limits, stale_after: float) -> None:
         """``stale_after``: seconds after its last tick a due workload leaves the queue."""
         self.limits = limits
         self.stale_after = stale_after
         self._lock = threading.Lock()
-        self._in_flight: dict[Key, float] = {}  # key → restart instant (epoch seconds)
-        self._starts: dict[Key, float] = {}  # key → its latest start within the minute
-        self._reserved: set[Key] = set()  # allowed to start, patch not answered yet
-        self._waiting: dict[Key, tuple[float, float]] = {}  # key → (due, last tick)
-        self._uids: dict[Key, str] = {}  # of the workloads in flight, for their Events
+        self._in_flight: dict[WorkloadKey, float] = {}  # key → restart instant (epoch seconds)
+        self._starts: dict[WorkloadKey, float] = {}  # key → its latest start within the minute
+        self._reserved: set[WorkloadKey] = set()  # allowed to start, patch not answered yet
+        self._waiting: dict[WorkloadKey, tuple[float, float]] = {}  # key → (due, last tick)
+        self._uids: dict[WorkloadKey, str] = {}  # of the workloads in flight, for their Events
         # Restarts whose rollout completed: a later dip in availability (a node lost, a
         # pod evicted) is not that restart's rollout, and holds no slot.
-        self._completed: dict[Key, float] = {}
+        self._completed: dict[WorkloadKey, float] = {}
         self._stalled: list[Stalled] = []
 
     # --- what the cluster shows --------------------------------------------------------
 
     def observe(self, plural: str, body: Mapping[str, Any], now: float) -> None:
         """A workload as listed or watched."""
-        key = key_of(plural, body)
+        key = workload_key(plural, body)
         restarted = restart_ts(body, now)
         state = progress(plural, body)
         with self._lock:
@@ -137,7 +130,7 @@ class Pacer:
                 self._in_flight[key] = restarted
                 self._uids[key] = uid_of(body)
 
-    def forget(self, key: Key) -> None:
+    def forget(self, key: WorkloadKey) -> None:
         """A workload deleted."""
         with self._lock:
             self._in_flight.pop(key, None)
@@ -146,7 +139,7 @@ class Pacer:
 
     # --- what the timers ask -----------------------------------------------------------
 
-    def try_start(self, key: Key, due: float, now: float) -> str | None:
+    def try_start(self, key: WorkloadKey, due: float, now: float) -> str | None:
         """None: start the restart now (then ``started`` or ``abandoned``); else why not."""
         with self._lock:
             self._prune(now)
@@ -173,7 +166,7 @@ class Pacer:
             self._reserved.add(key)
             return None
 
-    def started(self, key: Key, uid: str, restarted: float) -> None:
+    def started(self, key: WorkloadKey, uid: str, restarted: float) -> None:
         """The restart was sent; ``restarted``: the restart-ts it wrote."""
         with self._lock:
             self._reserved.discard(key)
@@ -181,12 +174,12 @@ class Pacer:
             self._starts[key] = restarted
             self._uids[key] = uid
 
-    def abandoned(self, key: Key) -> None:
+    def abandoned(self, key: WorkloadKey) -> None:
         """The restart allowed was not sent (the workload changed or is gone)."""
         with self._lock:
             self._reserved.discard(key)
 
-    def withdraw(self, key: Key) -> None:
+    def withdraw(self, key: WorkloadKey) -> None:
         """The workload is no longer due (its window closed, it was cleared)."""
         with self._lock:
             self._waiting.pop(key, None)

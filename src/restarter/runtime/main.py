@@ -1,4 +1,5 @@
-"""``restarter``: load settings, build the handlers, run kopf; ``restarter plan``: list."""
+"""``restarter``: load settings, build the handlers, run kopf; or run a subcommand (``plan``,
+``release-finalizers``)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,20 @@ from collections.abc import Sequence
 
 import kopf
 
-from restarter import keys, leadership, metrics, plan_command, releasing
-from restarter import settings as settings_module
-from restarter.handlers import build_registry
-from restarter.kube import Api, load_client
-from restarter.references import WORKLOAD_KINDS
-from restarter.release_plan import COMMAND as RELEASE_COMMAND
-from restarter.settings import Settings, SettingsError
+from restarter.commands import plan, release_finalizers, release_plan
+from restarter.model import keys
+from restarter.model.references import WORKLOAD_KINDS
+from restarter.runtime import leadership, metrics
+from restarter.runtime import settings as settings_module
+from restarter.runtime.handlers import build_registry
+from restarter.runtime.kube import Api, load_client
+from restarter.runtime.settings import Settings, SettingsError
+
+#: The subcommands (the first word only), as ``restarter --help`` lists them.
+COMMANDS = (
+    (plan.COMMAND, plan.DESCRIPTION),
+    (release_plan.COMMAND, f"{release_plan.DESCRIPTION} Helm's pre-delete hook runs it."),
+)
 
 
 def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
@@ -61,12 +69,12 @@ def _quiet_timer_ticks(record: logging.LogRecord) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
     # A subcommand only as the first word: ``restarter --timezone X`` still runs the operator.
-    if arguments[:1] == ["plan"]:
-        return plan_command.main(arguments[1:])
-    if arguments[:1] == [RELEASE_COMMAND]:
-        return releasing.main(arguments[1:])
+    if arguments[:1] == [plan.COMMAND]:
+        return plan.main(arguments[1:])
+    if arguments[:1] == [release_plan.COMMAND]:
+        return release_finalizers.main(arguments[1:])
     try:
-        settings = settings_module.build(arguments)
+        settings = settings_module.build(arguments, commands=COMMANDS)
     except SettingsError as error:
         print(f"restarter: {error}", file=sys.stderr)
         return 2

@@ -26,10 +26,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from restarter import decisions, keys, windows
-from restarter.references import WORKLOAD_KINDS
-from restarter.schedule import ScheduleError, next_restart, parse_zone
-from restarter.settings import Settings
+from restarter.model import decisions, keys, windows
+from restarter.model.references import WORKLOAD_KINDS
+from restarter.model.schedule import ScheduleError, next_restart, parse_zone
+from restarter.runtime.settings import Settings
 
 WAITING = "waiting"  # the next restart is in the future
 DUE = "due"  # a window is open: the operator's next tick restarts it

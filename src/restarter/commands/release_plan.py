@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from restarter.references import CLIENT_STEMS
-from restarter.references import WORKLOAD_KINDS as RESTARTED_KINDS
-from restarter.schedule import ScheduleError, parse_length
+from restarter.model.references import CLIENT_STEMS
+from restarter.model.references import WORKLOAD_KINDS as RESTARTED_KINDS
+from restarter.model.schedule import ScheduleError, parse_length
 
 COMMAND = "release-finalizers"
+DESCRIPTION = "Stop the operator, then remove its finalizer from every workload."
 
 #: apps/v1 workload kinds a pending timer may hold: (name printed, kubernetes client suffix).
 WORKLOAD_KINDS = tuple(
@@ -48,7 +49,7 @@ def parse_options(argv: Sequence[str]) -> ReleaseOptions:
     """Options from the subcommand's arguments (everything after ``release-finalizers``)."""
     parser = argparse.ArgumentParser(
         prog=f"restarter {COMMAND}",
-        description="Stop the operator, then remove its finalizer from every workload.",
+        description=DESCRIPTION,
     )
     parser.add_argument("--operator-namespace", required=True)
     parser.add_argument("--operator-deployment", required=True)

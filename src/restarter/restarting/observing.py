@@ -7,14 +7,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
-from restarter import decisions, metrics
-from restarter.kube import Api
-from restarter.pacing import Key, Pacer
-from restarter.reconciling import repair_label
-from restarter.references import WORKLOAD_KINDS
-from restarter.seen_marks import SeenMarks
+from restarter.cluster.seen_marks import SeenMarks
+from restarter.model import decisions, keys
+from restarter.model.references import WORKLOAD_KINDS, WorkloadKey
+from restarter.restarting.pacing import Pacer
+from restarter.runtime import metrics
+from restarter.runtime.kube import Api, Conflict
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ class PacerSweeper:
             self._warn(stalled.key, stalled.uid, stalled.restarted_at, stalled.reason)
         metrics.IN_FLIGHT.set(self.pacer.in_flight())
 
-    def _warn(self, key: Key, uid: str, restarted_at: float, reason: str) -> None:
+    def _warn(self, key: WorkloadKey, uid: str, restarted_at: float, reason: str) -> None:
         plural, namespace, name = key
         restarted = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(restarted_at))
         message = f"restart at {restarted}: {reason}; its pacing slot is freed"
@@ -89,3 +90,27 @@ class PacerSweeper:
         metrics.STALLED.labels(WORKLOAD_KINDS[plural]).inc()
         event = {"type": "Warning", "reason": "RolloutStalled", "message": message}
         self.api.post_event(plural, namespace, name, uid, event)
+
+
+def repair_label(plural: str, workload: Mapping[str, Any], api: Api) -> None:
+    """Make the pending label agree with the marks (marks from 0.2, or edited by hand)."""
+    metadata = workload.get("metadata") or {}
+    patch = decisions.label_repair(metadata)
+    if patch is None:
+        return
+    try:
+        api.patch_workload(plural, metadata["namespace"], metadata["name"], patch)
+    except Conflict:
+        return  # changed meanwhile: its next event is looked at again
+    except Exception as error:  # a watch stream must not stop on one refused patch
+        log.warning(
+            f"could not set the pending label of {WORKLOAD_KINDS[plural]} "
+            f"{metadata['namespace']}/{metadata['name']}: {type(error).__name__}"
+        )
+        return
+    added = patch["metadata"]["labels"][keys.PENDING_LABEL] is not None
+    log.info(
+        f"{'added' if added else 'removed'} the {keys.PENDING_LABEL} label "
+        f"{'to' if added else 'from'} {WORKLOAD_KINDS[plural]} "
+        f"{metadata['namespace']}/{metadata['name']} to match its marks"
+    )

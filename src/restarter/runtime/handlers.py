@@ -3,35 +3,31 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kopf
 import kubernetes
 
-from restarter import keys
-from restarter.kube import Api
-from restarter.observing import PacerSweeper, WorkloadObserver
-from restarter.pacing import Pacer
-from restarter.reconciling import already_seen, reconcile_source, restart_when_due, timer_wanted
-from restarter.reference_map import ReferenceMap
-from restarter.references import SOURCE_KINDS, WORKLOAD_KINDS
-from restarter.releasing import FinalizerReleaser, ReleaseFailed
-from restarter.seen_marks import SeenMarks
-from restarter.settings import Settings
-from restarter.workload_watching import WorkloadWatcher
+from restarter.cluster.reference_map import ReferenceMap
+from restarter.cluster.seen_marks import SeenMarks
+from restarter.cluster.workload_watching import WorkloadWatcher
+from restarter.commands.release_finalizers import FinalizerReleaser, ReleaseFailed
+from restarter.model import keys
+from restarter.model.references import SOURCE_KINDS, WORKLOAD_KINDS
+from restarter.restarting.observing import PacerSweeper, WorkloadObserver
+from restarter.restarting.pacing import Pacer
+from restarter.restarting.stamping import SourceContext, check_source
+from restarter.restarting.ticking import TimerContext, restart_when_due, timer_wanted
+from restarter.runtime.kube import Api
+from restarter.runtime.settings import Settings
 
 #: Source kind → the kopf resource plural watched for it.
 SOURCE_RESOURCES = {"secret": "secrets", "configmap": "configmaps"}
 
 
-#: Seconds between checks of whether the reference map is in sync, while a change waits.
-SYNC_POLL = 0.1
 #: Seconds at most before a timer tick that failed is tried again.
 TIMER_BACKOFF = 10.0
-#: Seconds before a change whose stamp was refused is stamped again, doubling up to the max.
-STAMP_RETRY_DELAY, MAX_STAMP_RETRY_DELAY = 2.0, 60.0
 #: Seconds start-up waits for the first listing of every workload stream before kopf
 #: starts watching anyway (its source handlers then wait for the listing themselves).
 STARTUP_SYNC_TIMEOUT = 300.0
@@ -127,7 +123,8 @@ def _register_workload(
     async def pending_restart(body: Any, memo: Any, logger: Any, **_: Any) -> None:
         """A workload with pending marks: restart it when its window is open and pacing
         lets it start."""
-        await restart_when_due(plural, body, settings, api, pacer, seen, memo, logger)
+        timer = TimerContext(plural, settings, api, pacer, seen, memo, logger)
+        await restart_when_due(timer, body)
 
 
 def _register_source(
@@ -150,41 +147,7 @@ def _register_source(
         """A labelled source was listed, added or modified: compare its checksum."""
         if event.get("type") == "DELETED":
             return
-        # Until every workload stream has listed (and while one is reconnecting), the map
-        # may lack a user of this source: wait rather than record a change unstamped.
-        while not watcher.in_sync.is_set():
-            await asyncio.sleep(SYNC_POLL)
-        if already_seen(kind, body, seen_checksums):
-            return  # the common case at start-up: no thread hop, no body held for long
-        metadata = body["metadata"]
-        namespace, name = metadata["namespace"], metadata["name"]
-        source: Any = body
-        delay = STAMP_RETRY_DELAY
-        while True:
-            dependents = reference_map.dependents(namespace, kind, name)
-            now = dt.datetime.now(dt.UTC)
-            # The flow blocks on API calls: a thread, with this handler's context (kopf's
-            # Event posting needs it).
-            done = await asyncio.to_thread(
-                reconcile_source,
-                kind,
-                source,
-                dependents,
-                settings,
-                api,
-                now,
-                logger,
-                seen_checksums,
-            )
-            if done:
-                return
-            # A refused stamp: try again, from the source as it is then, until it lands.
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, MAX_STAMP_RETRY_DELAY)
-            source = await asyncio.to_thread(api.read_source, kind, namespace, name)
-            if source is None or keys.RESTART_AT_LABEL not in (
-                source["metadata"].get("labels") or {}
-            ):
-                return  # deleted or unlabelled meanwhile: nothing to restart for
-            if already_seen(kind, source, seen_checksums):
-                return
+        context = SourceContext(
+            kind, settings, api, reference_map, watcher.in_sync, seen_checksums, logger
+        )
+        await check_source(context, body)

@@ -19,12 +19,15 @@ import kubernetes
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from restarter import planning
-from restarter.kube import Api
-from restarter.references import WORKLOAD_KINDS
-from restarter.schedule import ScheduleError, parse_length, parse_zone
-from restarter.settings import Settings
-from restarter.windows import format_length
+from restarter.commands import planning
+from restarter.model.references import WORKLOAD_KINDS
+from restarter.model.schedule import ScheduleError, parse_length, parse_zone
+from restarter.model.windows import format_length
+from restarter.runtime.kube import Api
+from restarter.runtime.settings import Settings
+
+COMMAND = "plan"
+DESCRIPTION = "List pending workloads: the sources they wait for and their next restart."
 
 
 class PlanError(RuntimeError):
@@ -55,8 +58,8 @@ class PlanOptions:
 def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     defaults = Settings()
     parser = argparse.ArgumentParser(
-        prog="restarter plan",
-        description="List pending workloads: the sources they wait for and their next restart.",
+        prog=f"restarter {COMMAND}",
+        description=DESCRIPTION,
     )
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument("-n", "--namespace", help="default: the kubeconfig context's namespace")

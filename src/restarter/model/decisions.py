@@ -9,12 +9,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from restarter import keys, windows
-from restarter.checksums import checksum
-from restarter.references import SOURCE_KINDS
-from restarter.schedule import Immediately, ScheduleError, Window, earliest, is_due
-from restarter.settings import Settings
-from restarter.windows import WindowRequest
+from restarter.model import keys, windows
+from restarter.model.checksums import checksum
+from restarter.model.references import SOURCE_KINDS
+from restarter.model.schedule import Immediately, ScheduleError, Window, earliest, is_due
+from restarter.model.windows import WindowDefaults, WindowRequest
 
 
 class Change(enum.Enum):
@@ -177,11 +176,11 @@ def opted_out(annotations: Mapping[str, str] | None) -> bool:
     return (annotations or {}).get(keys.IGNORE) == "true"
 
 
-def mark_window(mark: Mark, settings: Settings) -> WindowRequest:
+def mark_window(mark: Mark, defaults: WindowDefaults) -> WindowRequest:
     """The window a mark asks for; ScheduleError when it cannot be read."""
     if mark.window is None:
         raise ScheduleError("pending mark without its restart-at mark")
-    return windows.from_mark(mark.window, settings.timezone, settings.window_length)
+    return windows.from_mark(mark.window, defaults.timezone, defaults.window_length)
 
 
 class Action(enum.Enum):
@@ -221,7 +220,7 @@ def last_restart(annotations: Mapping[str, str], now: dt.datetime) -> dt.datetim
 
 
 def decide_restart(
-    workload: Mapping[str, Any], settings: Settings, now: dt.datetime
+    workload: Mapping[str, Any], defaults: WindowDefaults, now: dt.datetime
 ) -> RestartDecision:
     """Restart now, wait, or report why not; the patch is one atomic merge patch."""
     metadata = workload.get("metadata", {})
@@ -244,7 +243,7 @@ def decide_restart(
     problems: list[str] = []
     for mark in marks:
         try:
-            requested.append((mark, mark_window(mark, settings).window()))
+            requested.append((mark, mark_window(mark, defaults).window()))
         except ScheduleError as error:
             problems.append(f"{mark.token}: {error}")
     if not requested:

@@ -20,10 +20,10 @@ import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from restarter import keys
-from restarter.schedule import (
+from restarter.model import keys
+from restarter.model.schedule import (
     AnyWindow,
     CronWindow,
     DailyWindow,
@@ -38,6 +38,17 @@ from restarter.schedule import (
 
 NOW = "now"
 CRON = "cron"
+
+
+class WindowDefaults(Protocol):
+    """The zone and length of a window whose mark names neither (a mark of restarter 0.1,
+    or ``now``): the operator's settings, or ``restarter plan``'s flags."""
+
+    @property
+    def timezone(self) -> str: ...
+
+    @property
+    def window_length(self) -> dt.timedelta: ...
 
 
 def format_length(length: dt.timedelta) -> str:

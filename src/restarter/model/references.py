@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from restarter import keys
+from restarter.model import keys
 
 SECRET = "secret"
 CONFIGMAP = "configmap"
@@ -49,6 +49,15 @@ def references(pod_spec: Mapping[str, Any] | None) -> frozenset[Reference]:
             if name := (projected.get("configMap") or {}).get("name"):
                 found.add(Reference(CONFIGMAP, name))
     return frozenset(found)
+
+
+#: A workload: (resource plural, namespace, name).
+WorkloadKey = tuple[str, str, str]
+
+
+def workload_key(plural: str, body: Mapping[str, Any]) -> WorkloadKey:
+    metadata = body.get("metadata") or {}
+    return (plural, metadata.get("namespace", ""), metadata.get("name", ""))
 
 
 #: The API kinds of sources, by the short kind used in annotation keys.

@@ -16,8 +16,7 @@ from typing import Any, TypeVar
 import kubernetes
 from kubernetes.client.exceptions import ApiException
 
-from restarter import keys, kube
-from restarter.release_plan import (
+from restarter.commands.release_plan import (
     COMMAND,
     WORKLOAD_KINDS,
     ReleaseOptions,
@@ -25,6 +24,8 @@ from restarter.release_plan import (
     parse_options,
     release_patch,
 )
+from restarter.model import keys
+from restarter.runtime import kube
 
 JSON_PATCH = "application/json-patch+json"
 #: A workload whose finalizers keep changing under us is retried this many times.

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from restarter.pacing import Limits
-from restarter.schedule import ScheduleError, parse_length, parse_zone
+from restarter.model.schedule import ScheduleError, parse_length, parse_zone
+from restarter.model.windows import format_length
+from restarter.restarting.pacing import Limits
 
 
 class SettingsError(ValueError):
@@ -84,37 +86,17 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("plain", "json")
 
 
-def build(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
-    """Settings from CLI flags, falling back to RESTARTER_* variables, then defaults."""
+def build(
+    argv: Sequence[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    commands: Sequence[tuple[str, str]] = (),
+) -> Settings:
+    """Settings from CLI flags, falling back to RESTARTER_* variables, then defaults.
+
+    ``commands`` are (name, what it does) of the subcommands, for ``--help``.
+    """
     env = os.environ if environ is None else environ
-    parser = argparse.ArgumentParser(prog="restarter", description="Run the restarter operator.")
-    parser.add_argument("--timezone", default=env.get("RESTARTER_TIMEZONE", "UTC"))
-    parser.add_argument("--window-length", default=env.get("RESTARTER_WINDOW_LENGTH", "1h"))
-    parser.add_argument("--timer-interval", default=env.get("RESTARTER_TIMER_INTERVAL", "60"))
-    parser.add_argument(
-        "--namespace",
-        "-n",
-        action="append",
-        dest="namespaces",
-        help="watch only this namespace (repeatable); default all",
-    )
-    parser.add_argument("--liveness", default=env.get("RESTARTER_LIVENESS"))
-    parser.add_argument("--log-level", default=env.get("RESTARTER_LOG_LEVEL", "INFO"))
-    parser.add_argument("--log-format", default=env.get("RESTARTER_LOG_FORMAT", "plain"))
-    parser.add_argument("--max-in-flight", default=env.get("RESTARTER_MAX_IN_FLIGHT", "10"))
-    parser.add_argument("--max-per-minute", default=env.get("RESTARTER_MAX_PER_MINUTE", "30"))
-    parser.add_argument("--rollout-timeout", default=env.get("RESTARTER_ROLLOUT_TIMEOUT", "10m"))
-    parser.add_argument("--metrics-port", default=env.get("RESTARTER_METRICS_PORT", "0"))
-    parser.add_argument(
-        "--leader-election",
-        action="store_true",
-        default=env.get("RESTARTER_LEADER_ELECTION", "").lower() == "true",
-    )
-    parser.add_argument(
-        "--lease-namespace",
-        default=env.get("RESTARTER_LEASE_NAMESPACE") or env.get("POD_NAMESPACE") or "default",
-    )
-    parser.add_argument("--lease-name", default=env.get("RESTARTER_LEASE_NAME", "restarter"))
+    parser = _parser(env, commands)
     args = parser.parse_args(argv)
 
     namespaces = args.namespaces or [
@@ -163,6 +145,135 @@ def build(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         log_level=level,
         log_format=args.log_format,
     )
+
+
+def _parser(env: Mapping[str, str], commands: Sequence[tuple[str, str]]) -> argparse.ArgumentParser:
+    """The operator's flags; each one's help names its variable and its default."""
+    defaults = Settings()
+    usage = "\n       ".join(
+        ["%(prog)s [options]", *(f"%(prog)s {name} [options]" for name, _ in commands)]
+    )
+    epilog = "commands (each with its own --help):\n" + "\n".join(
+        textwrap.fill(what, 79, initial_indent=f"  {name:<20}", subsequent_indent=" " * 22)
+        for name, what in commands
+    )
+    parser = argparse.ArgumentParser(
+        prog="restarter",
+        usage=usage,
+        description=textwrap.fill(
+            "Run the restarter operator. Every option falls back to the environment "
+            "variable it names, then to its default.",
+            79,
+        ),
+        epilog=epilog if commands else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+    def option(flag: str, variable: str, default: str, what: str, metavar: str) -> None:
+        parser.add_argument(
+            flag,
+            default=env.get(variable, default),
+            metavar=metavar,
+            help=f"{what} [{variable}; default: {default}]",
+        )
+
+    option(
+        "--timezone",
+        "RESTARTER_TIMEZONE",
+        defaults.timezone,
+        "IANA zone in which HH.MM windows are read, unless a source names its own",
+        "ZONE",
+    )
+    option(
+        "--window-length",
+        "RESTARTER_WINDOW_LENGTH",
+        format_length(defaults.window_length),
+        "how long a window stays open (90m, 2h); restarts only start inside it",
+        "LENGTH",
+    )
+    option(
+        "--timer-interval",
+        "RESTARTER_TIMER_INTERVAL",
+        f"{defaults.timer_interval:g}",
+        "seconds between checks of each pending workload, 1 to 3600",
+        "SECONDS",
+    )
+    parser.add_argument(
+        "--namespace",
+        "-n",
+        action="append",
+        dest="namespaces",
+        metavar="NAMESPACE",
+        help="watch only this namespace; repeatable "
+        "[RESTARTER_NAMESPACES, comma list; default: every namespace]",
+    )
+    parser.add_argument(
+        "--liveness",
+        default=env.get("RESTARTER_LIVENESS"),
+        metavar="URL",
+        help="serve kopf's health check at this URL, like http://0.0.0.0:8080/healthz "
+        "[RESTARTER_LIVENESS; default: none]",
+    )
+    option(
+        "--log-level",
+        "RESTARTER_LOG_LEVEL",
+        defaults.log_level,
+        f"log level: {', '.join(LOG_LEVELS)}",
+        "LEVEL",
+    )
+    option(
+        "--log-format",
+        "RESTARTER_LOG_FORMAT",
+        defaults.log_format,
+        "log lines: plain or json",
+        "FORMAT",
+    )
+    option(
+        "--max-in-flight",
+        "RESTARTER_MAX_IN_FLIGHT",
+        str(defaults.max_in_flight),
+        "restarts whose rollout is not complete, at most; 0: no limit",
+        "COUNT",
+    )
+    option(
+        "--max-per-minute",
+        "RESTARTER_MAX_PER_MINUTE",
+        str(defaults.max_per_minute),
+        "restarts started in any minute, at most; 0: no limit",
+        "COUNT",
+    )
+    option(
+        "--rollout-timeout",
+        "RESTARTER_ROLLOUT_TIMEOUT",
+        format_length(defaults.rollout_timeout),
+        "an incomplete rollout holds its pacing slot this long, then a Warning frees it",
+        "LENGTH",
+    )
+    option(
+        "--metrics-port",
+        "RESTARTER_METRICS_PORT",
+        str(defaults.metrics_port),
+        "port of the Prometheus /metrics endpoint; 0: none",
+        "PORT",
+    )
+    parser.add_argument(
+        "--leader-election",
+        action="store_true",
+        default=env.get("RESTARTER_LEADER_ELECTION", "").lower() == "true",
+        help="act only while holding a Lease, so that replicas can stand by "
+        "[RESTARTER_LEADER_ELECTION=true; default: off]",
+    )
+    parser.add_argument(
+        "--lease-namespace",
+        default=env.get("RESTARTER_LEASE_NAMESPACE")
+        or env.get("POD_NAMESPACE")
+        or defaults.lease_namespace,
+        metavar="NAMESPACE",
+        help="namespace of the Lease [RESTARTER_LEASE_NAMESPACE, else POD_NAMESPACE; "
+        f"default: {defaults.lease_namespace}]",
+    )
+    option("--lease-name", "RESTARTER_LEASE_NAME", defaults.lease_name, "name of the Lease", "NAME")
+    return parser
 
 
 def _count(what: str, text: str) -> int:

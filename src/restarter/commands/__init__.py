@@ -1,0 +1,1 @@
+"""The subcommands ``restarter plan`` and ``restarter release-finalizers``."""

@@ -1,0 +1,219 @@
+"""The source flow: a labelled source's data changed → stamp every dependent pending."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import threading
+from collections.abc import Iterable, Mapping, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from restarter.cluster.reference_map import ReferenceMap
+from restarter.model import decisions, keys, windows
+from restarter.model.decisions import Change
+from restarter.model.references import SOURCE_KINDS, WORKLOAD_KINDS
+from restarter.model.schedule import ScheduleError, next_restart, parse_zone
+from restarter.restarting import posting
+from restarter.runtime import metrics
+from restarter.runtime.kube import Api
+from restarter.runtime.settings import Settings
+
+#: Stamps in flight at once for one change (below kube.POOL_SIZE connections).
+STAMP_CONCURRENCY = 16
+#: Seconds between checks of whether the reference map is in sync, while a change waits.
+SYNC_POLL = 0.1
+#: Seconds before a change whose stamp was refused is stamped again, doubling up to the max.
+STAMP_RETRY_DELAY, MAX_STAMP_RETRY_DELAY = 2.0, 60.0
+
+
+@dataclass(frozen=True)
+class SourceContext:
+    """What every step of one source event needs; the source's handler makes one per event.
+
+    The flow reads ``kind``, ``settings``, ``api``, ``reference_map`` and ``in_sync``, and
+    changes ``checksums`` (and, through ``api``, the source and its dependents).
+    """
+
+    kind: str
+    """``secret`` or ``configmap``."""
+
+    settings: Settings
+    api: Api
+
+    reference_map: ReferenceMap
+    """Who uses which source, kept by restarter's own workload streams."""
+
+    in_sync: threading.Event
+    """Set while every workload stream has listed: the map then lacks no user."""
+
+    checksums: MutableMapping[tuple[str, str, str], str]
+    """(kind, namespace, name) → the checksum recorded on the source in this run; shared
+    by every source handler."""
+
+    logger: logging.Logger | logging.LoggerAdapter[Any]
+    """kopf's logger of this source."""
+
+
+def _when(instant: dt.datetime, zone_name: str) -> str:
+    local = instant.astimezone(parse_zone(zone_name))
+    return f"{local:%Y-%m-%d %H:%M} {zone_name}"
+
+
+async def check_source(context: SourceContext, source: Mapping[str, Any]) -> None:
+    """A labelled source was listed, added or modified: on a data change, stamp every
+    dependent, trying again until every stamp landed."""
+    # Until every workload stream has listed (and while one is reconnecting), the map
+    # may lack a user of this source: wait rather than record a change unstamped.
+    while not context.in_sync.is_set():
+        await asyncio.sleep(SYNC_POLL)
+    if already_seen(context, source):
+        return  # the common case at start-up: no thread hop, no body held for long
+    metadata = source["metadata"]
+    namespace, name = metadata["namespace"], metadata["name"]
+    delay = STAMP_RETRY_DELAY
+    while True:
+        dependents = context.reference_map.dependents(namespace, context.kind, name)
+        now = dt.datetime.now(dt.UTC)
+        # The flow blocks on API calls: a thread, with this handler's context (kopf's
+        # Event posting needs it).
+        if await asyncio.to_thread(reconcile_source, context, source, dependents, now):
+            return
+        # A refused stamp: try again, from the source as it is then, until it lands.
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, MAX_STAMP_RETRY_DELAY)
+        fresh = await asyncio.to_thread(context.api.read_source, context.kind, namespace, name)
+        if fresh is None or keys.RESTART_AT_LABEL not in (fresh["metadata"].get("labels") or {}):
+            return  # deleted or unlabelled meanwhile: nothing to restart for
+        if already_seen(context, fresh):
+            return
+        source = fresh
+
+
+def already_seen(context: SourceContext, source: Mapping[str, Any]) -> bool:
+    """True (and remembered) when the source's data matches its recorded checksum."""
+    seen = context.checksums
+    metadata = source["metadata"]
+    key = (context.kind, metadata["namespace"], metadata["name"])
+    change, current = decisions.classify(source, seen.get(key))
+    # seen holds a checksum only once it is recorded on the source: a body older than
+    # that record (an event of our own change annotation) is not a new change.
+    if change is Change.UNCHANGED or seen.get(key) == current:
+        seen[key] = current
+        return True
+    return False
+
+
+def reconcile_source(
+    context: SourceContext,
+    source: Mapping[str, Any],
+    dependents: Iterable[tuple[str, str]],
+    now: dt.datetime,
+) -> bool:
+    """Stamp every dependent first, record the checksum second: a crash repeats, never loses.
+
+    False when a stamp failed: the checksum is not recorded and the caller tries again.
+    ``dependents`` are (resource plural, name) pairs.
+    """
+    kind, api, logger, seen = context.kind, context.api, context.logger, context.checksums
+    settings = context.settings
+    metadata = source["metadata"]
+    namespace, name = metadata["namespace"], metadata["name"]
+    what = f"{SOURCE_KINDS[kind]} {name}"
+    change, current = decisions.classify(source, seen.get((kind, namespace, name)))
+
+    def record_checksum() -> None:
+        api.patch_source(kind, namespace, name, decisions.checksum_patch(current))
+        seen[kind, namespace, name] = current
+
+    if change is Change.UNCHANGED:
+        seen[kind, namespace, name] = current
+        return True
+    try:
+        request = windows.from_source(
+            metadata, settings.timezone, settings.window_length, settings.min_window_length
+        )
+    except ScheduleError as error:
+        message = f"{error}; no restart is scheduled"
+        logger.warning(message)
+        metrics.INVALID_WINDOWS.labels(SOURCE_KINDS[kind]).inc()
+        posting.warn(source, reason="InvalidWindow", message=message)
+        if change is Change.BASELINE:
+            record_checksum()
+        return True
+    window = request.window()
+    if change is Change.BASELINE:
+        record_checksum()
+        logger.info(
+            f"first sight: recorded the checksum; restarts follow data changes "
+            f"in window {request.describe()}"
+        )
+        return True
+
+    # The change gets an id before the first stamp, kept on the source until the checksum
+    # is recorded: a fan-out repeated after a crash stamps under the same id, and a
+    # dependent that already restarted for it clears that mark instead of restarting.
+    change_id, begin = decisions.change_id(metadata, current)
+    if begin:
+        api.patch_source(kind, namespace, name, decisions.begin_change_patch(change_id, current))
+    patch = decisions.stamp_patch(kind, name, now, request, change_id)
+    token = keys.source_token(kind, name)
+
+    def stamp(dependent: tuple[str, str]) -> dict[str, Any] | Exception | None:
+        try:
+            return api.patch_workload(dependent[0], namespace, dependent[1], patch)
+        except Exception as error:  # one refused patch must not stop the others
+            return error
+
+    targets = sorted(set(dependents))
+    # Stamps go out in parallel; all of them are answered before the checksum is recorded.
+    # Logs and Events stay in this thread: kopf's posting needs the handler's context.
+    with ThreadPoolExecutor(max_workers=STAMP_CONCURRENCY) as pool:
+        outcomes = list(pool.map(stamp, targets))
+    stamped, failed, done_before = [], [], []
+    for (plural, dependent), workload in zip(targets, outcomes, strict=True):
+        label = f"{WORKLOAD_KINDS[plural]} {dependent}"
+        if isinstance(workload, Exception):
+            logger.error(f"could not stamp {label}: {type(workload).__name__}")
+            failed.append(label)
+            continue
+        if workload is None:
+            continue  # deleted since the reference map saw it
+        annotations = workload.get("metadata", {}).get("annotations") or {}
+        if decisions.restarted_for(annotations).get(token) == change_id:
+            done_before.append(label)  # its timer clears the mark; nothing restarts
+            continue
+        stamped.append(label)
+        metrics.STAMPED.labels(WORKLOAD_KINDS[plural]).inc()
+        when = next_restart(window, now, decisions.last_restart(annotations, now))
+        posting.event(
+            workload,
+            type="Normal",
+            reason="RestartScheduled",
+            message=f"{what} changed; restart scheduled in window "
+            f"{request.describe()} (next restart {_when(when, request.timezone)})",
+        )
+    if failed:
+        # The checksum stays unrecorded and the caller stamps again; the stamps that
+        # succeeded are idempotent, and a dependent restarted meanwhile drops the mark.
+        message = f"could not schedule the restart of {', '.join(failed)}; will retry"
+        posting.warn(source, reason="StampFailed", message=message)
+        return False
+    record_checksum()
+    metrics.CHANGES.labels(SOURCE_KINDS[kind]).inc()
+    message = (
+        f"data changed; {len(stamped)} dependent workload(s) scheduled for restart "
+        f"in window {request.describe()} "
+        f"(next start {_when(window.next_start(now), request.timezone)})"
+        + (f": {', '.join(stamped)}" if stamped else "")
+        + (
+            f"; {len(done_before)} already restarted for this change: {', '.join(done_before)}"
+            if done_before
+            else ""
+        )
+    )
+    logger.info(message)
+    posting.event(source, type="Normal", reason="ChangeDetected", message=message)
+    return True

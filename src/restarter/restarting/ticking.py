@@ -1,0 +1,316 @@
+"""The timer flow: a pending workload's tick → restart it in one patch when due, or say why not."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import time
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from restarter.cluster.seen_marks import SeenMarks
+from restarter.model import decisions, keys
+from restarter.model.decisions import Action
+from restarter.model.references import WORKLOAD_KINDS, WorkloadKey, workload_key
+from restarter.restarting import pacing, posting
+from restarter.runtime import metrics
+from restarter.runtime.kube import Api, Conflict, compare_versions
+from restarter.runtime.settings import Settings
+
+#: Memo key of a timer whose workload this operator has restarted (or cleared): marks,
+#: label and finalizer are gone, so kopf's label-selected watch reports it DELETED, with
+#: the body as it was *before* the patch but the new resourceVersion. That body looks
+#: pending: its ticks would read the workload each interval for nothing (what is sent is
+#: decided on a fresh read, see ``_act``), and it would keep kopf's timer running.
+#: The key holds the resourceVersions of the release (the body the tick read, the one
+#: read fresh and, when a patch was sent, its result; the newest last): a body at that
+#: version or older is released, and the timer's filter and its ticks skip it (kopf
+#: stops a timer whose filter fails on an event it processes; a timer whose DELETED
+#: echo came before the release, as after a lost answer, ticks on, doing nothing).
+#: A newer body is decided again: kopf keeps an object's memo until it sees the DELETED
+#: event, and when its watch was reconnecting meanwhile it never does, so the same memo
+#: meets the workload stamped again (a change repeated after a failure), which must be
+#: cleared, not skipped forever.
+RELEASED = "released"
+
+
+def release(memo: MutableMapping[str, Any], *bodies: Mapping[str, Any]) -> None:
+    """Remember the versions of a restart or clear this timer sent, its result last."""
+    memo[RELEASED] = tuple(str(body["metadata"].get("resourceVersion")) for body in bodies)
+
+
+def released(memo: Mapping[str, Any], metadata: Mapping[str, Any]) -> bool:
+    """True when the body of ``metadata`` is no newer than the release (see ``RELEASED``)."""
+    versions = memo.get(RELEASED)
+    version = metadata.get("resourceVersion")
+    if not versions or version is None:
+        return False
+    order = compare_versions(str(version), versions[-1])
+    return str(version) in versions if order is None else order <= 0
+
+
+def timer_wanted(
+    annotations: Mapping[str, str] | None,
+    metadata: Mapping[str, Any],
+    memo: Mapping[str, Any],
+) -> bool:
+    """The timer's filter: the body carries pending marks and is not one it released."""
+    return decisions.has_pending(annotations) and not released(memo, metadata)
+
+
+#: Decisions whose patch drops the marks without restarting.
+CLEARING = (Action.OPTED_OUT, Action.SATISFIED)
+
+#: Seconds between a waiting restart's requests for a pacing slot.
+PACING_POLL = 0.5
+
+
+@dataclass(frozen=True)
+class TimerContext:
+    """What every step of one tick needs; the timer's handler makes one per tick.
+
+    The flow reads ``plural``, ``settings``, ``api`` and ``seen``, and changes ``pacer``
+    (slots asked for, taken, freed) and ``memo`` (what a tick leaves for the next).
+    """
+
+    plural: str
+    """The workload's resource plural: ``deployments``, ``statefulsets`` or ``daemonsets``."""
+
+    settings: Settings
+    api: Api
+
+    pacer: pacing.Pacer
+    """Shared by every timer: the restarts in flight and the queue of due workloads."""
+
+    seen: SeenMarks
+    """The marks restarter's own streams saw: a tick's body they vouch for is not read again."""
+
+    memo: MutableMapping[str, Any]
+    """kopf's memory of this workload: the release (``RELEASED``), the window waited for,
+    why pacing refused a slot, the problems and the pause already reported."""
+
+    logger: logging.Logger | logging.LoggerAdapter[Any]
+    """kopf's logger of this workload."""
+
+    @property
+    def kind(self) -> str:
+        return WORKLOAD_KINDS[self.plural]
+
+
+def _decide(
+    timer: TimerContext, workload: Mapping[str, Any], now: dt.datetime
+) -> decisions.RestartDecision | None:
+    """The decision of one tick, with what it reports; None when nothing is to be sent."""
+    memo, logger = timer.memo, timer.logger
+    metadata = workload["metadata"]
+    if released(memo, metadata):
+        return None
+    # A workload waiting for a window that has not started, unchanged since the tick that
+    # found so, needs no new decision: thousands of pending workloads tick every interval.
+    waiting = memo.get("waiting")
+    if waiting and waiting[0] == metadata.get("resourceVersion") and now < waiting[1]:
+        return None
+    decision = decisions.decide_restart(workload, timer.settings, now)
+    if decision.action is not Action.RESTART:
+        timer.pacer.withdraw(workload_key(timer.plural, workload))
+        _report_deferral(timer, workload, decision, now)
+    if decision.action is Action.WAIT and decision.next_start and decision.next_start > now:
+        memo["waiting"] = (metadata.get("resourceVersion"), decision.next_start)
+    reported = memo.setdefault("reported_problems", set())
+    for problem in decision.problems:
+        if problem not in reported:
+            reported.add(problem)
+            logger.warning(f"ignoring pending mark {problem}")
+            posting.warn(workload, reason="InvalidPendingMark", message=problem)
+    if decision.action is Action.PAUSED:
+        if not memo.get("reported_paused"):
+            memo["reported_paused"] = True
+            message = "restart due but the Deployment is paused; it stays pending until resumed"
+            logger.info(message)
+            posting.event(workload, type="Normal", reason="RestartDeferred", message=message)
+        return None
+    memo.pop("reported_paused", None)
+    if decision.action is Action.RESTART or decision.action in CLEARING:
+        return decision
+    return None
+
+
+def _report_deferral(
+    timer: TimerContext,
+    workload: Mapping[str, Any],
+    decision: decisions.RestartDecision,
+    now: dt.datetime,
+) -> None:
+    """A window closed while pacing held the restart back: say so once, and why."""
+    refused = timer.memo.get("refused")
+    if not refused or now < refused[0]:
+        return
+    del timer.memo["refused"]
+    if decision.action is not Action.WAIT:
+        return
+    upcoming = (
+        f"; next window opens {decision.next_start.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC"
+        if decision.next_start
+        else ""
+    )
+    message = (
+        f"window closed before pacing let the restart start ({refused[1]}); still pending{upcoming}"
+    )
+    timer.logger.info(message)
+    posting.event(workload, type="Normal", reason="RestartDeferred", message=message)
+    metrics.RESTARTS.labels(timer.kind, "deferred").inc()
+
+
+async def restart_when_due(timer: TimerContext, workload: Mapping[str, Any]) -> None:
+    """One timer tick on a pending workload: restart in one patch, or say why not.
+
+    The tick's body says whether anything is to be done; what is sent is decided on a
+    fresh read (``_act``). A due restart first asks the pacer for a slot, polling for up
+    to one timer interval (earliest due first); a window that closes meanwhile leaves it
+    pending, and the first tick after the close posts ``RestartDeferred``.
+    """
+    now = dt.datetime.now(dt.UTC)
+    decision = _decide(timer, workload, now)
+    if decision is None:
+        return
+    if decision.action is not Action.RESTART:
+        await asyncio.to_thread(_act, timer, workload, now, may_restart=False)
+        return
+    key = workload_key(timer.plural, workload)
+    if not await _slot(timer, key, decision):
+        return
+    restarted: Mapping[str, Any] | None = None
+    try:
+        # Waiting for the slot took time: decided again at the instant the patch is sent.
+        now = dt.datetime.now(dt.UTC)
+        restarted = await asyncio.to_thread(_act, timer, workload, now, may_restart=True)
+    except Exception:
+        metrics.RESTARTS.labels(timer.kind, "failed").inc()
+        raise
+    finally:
+        if restarted is None:
+            timer.pacer.abandoned(key)
+        else:
+            timer.pacer.started(key, pacing.uid_of(restarted), float(int(now.timestamp())))
+
+
+async def _slot(timer: TimerContext, key: WorkloadKey, decision: decisions.RestartDecision) -> bool:
+    """True when the pacer lets this restart start; False after one interval, or when
+    its window closes, remembering why for the deferral notice."""
+    assert decision.due is not None
+    due = decision.due.timestamp()
+    give_up = time.monotonic() + timer.settings.timer_interval
+    while (why := timer.pacer.try_start(key, due, time.time())) is not None:
+        now = dt.datetime.now(dt.UTC)
+        if decision.closes is not None:
+            timer.memo["refused"] = (decision.closes, why)
+            if now >= decision.closes:
+                timer.pacer.withdraw(key)
+                return False
+        if time.monotonic() >= give_up:
+            return False  # the next tick asks again, keeping its place by due time
+        await asyncio.sleep(PACING_POLL)
+    timer.memo.pop("refused", None)
+    return True
+
+
+def _act(
+    timer: TimerContext, ticked: Mapping[str, Any], now: dt.datetime, *, may_restart: bool
+) -> Mapping[str, Any] | None:
+    """Restart (when ``may_restart``) or clear, decided on the workload as it is at a
+    version, never on an echo; the restarted body.
+
+    The tick's body can be the echo of a change that removed the marks: kopf hands its
+    timers the body of its label-selected watch's DELETED event, which shows the object
+    as it was before that change but carries the new resourceVersion, so a patch
+    conditional on it would apply. That happens when a restart's answer was lost (the
+    apiserver went away after applying it) and the tick is tried again, or when marks and
+    label were removed by hand. So the tick's body is decided on only when restarter's own
+    streams (which select no label, so hand over no echo) saw the workload at that very
+    version with those very marks (the common case: stamped seconds or hours before);
+    otherwise it is read first. The patch is conditional on the version decided on; on a
+    conflict the workload is read and decided once more at once, so a busy one keeps its
+    window.
+    """
+    plural, api, memo = timer.plural, timer.api, timer.memo
+    metadata = ticked["metadata"]
+    namespace, name = metadata["namespace"], metadata["name"]
+    vouched = timer.seen.vouches_for(plural, ticked)
+    for attempt in range(2):
+        fresh = ticked if vouched and not attempt else api.read_workload(plural, namespace, name)
+        if fresh is None:
+            return None
+        annotations = fresh["metadata"].get("annotations")
+        if not decisions.has_pending(annotations):
+            release(memo, ticked, fresh)
+            restarted = decisions.restart_for_marks(metadata.get("annotations"), annotations)
+            if restarted is not None:
+                # An earlier try of this tick restarted it; its answer was lost.
+                marks = decisions.pending_marks(metadata.get("annotations"))
+                at = dt.datetime.fromtimestamp(restarted, dt.UTC)
+                _report_restart(timer, ticked, fresh, tuple(m.token for m in marks), at)
+                return fresh
+            timer.logger.info("no pending mark any more (cleared meanwhile); nothing sent")
+            return None
+        decision = decisions.decide_restart(fresh, timer.settings, now)
+        restart = decision.action is Action.RESTART
+        if not ((restart and may_restart) or decision.action in CLEARING):
+            return None  # the next tick decides on what changed
+        try:
+            sent = api.patch_workload(plural, namespace, name, decision.patch)
+        except Conflict:
+            continue
+        if sent is None:
+            return None
+        release(memo, ticked, fresh, sent)
+        if not restart:
+            _report_clear(timer, sent, decision)
+            return None
+        _report_restart(timer, fresh, sent, decision.sources, now)
+        return sent
+    timer.logger.info("changed while deciding; deciding again on the next tick")
+    return None
+
+
+def _report_restart(
+    timer: TimerContext,
+    marked: Mapping[str, Any],
+    restarted: Mapping[str, Any],
+    sources: tuple[str, ...],
+    at: dt.datetime,
+) -> None:
+    """The restart's count, change-to-restart time, log line and ``Restarted`` Event."""
+    metrics.RESTARTS.labels(timer.kind, "restarted").inc()
+    stamped = [
+        mark.since
+        for mark in decisions.pending_marks(marked["metadata"].get("annotations") or {})
+        if mark.since is not None
+    ]
+    if stamped:
+        metrics.CHANGE_TO_RESTART.observe(max(0.0, at.timestamp() - min(stamped)))
+    message = (
+        f"restarted in window (pending for {', '.join(sources)}); "
+        f"restartedAt {at.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
+    )
+    timer.logger.info(message)
+    posting.event(restarted, type="Normal", reason="Restarted", message=message)
+
+
+def _report_clear(
+    timer: TimerContext, cleared: Mapping[str, Any], decision: decisions.RestartDecision
+) -> None:
+    """Opted out while pending, or pending only for changes already restarted for: the
+    marks were dropped, nothing restarted."""
+    metrics.RESTARTS.labels(timer.kind, "skipped").inc()
+    sources = ", ".join(decision.sources)
+    if decision.action is Action.OPTED_OUT:
+        message = f"{keys.IGNORE}=true: pending restart for {sources} dropped; nothing restarted"
+    else:
+        message = (
+            f"already restarted for the change of {sources} it was marked for again; "
+            "mark dropped, nothing restarted"
+        )
+    timer.logger.info(message)
+    posting.event(cleared, type="Normal", reason="RestartSkipped", message=message)
