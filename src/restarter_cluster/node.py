@@ -186,6 +186,9 @@ class RealNode:
 
     def _make_network(self) -> None:
         prefix = POD_SUBNET.split("/")[1]
+        # A namespace of this name is a node of this same directory that was never cleaned
+        # up (its processes killed with the machine): it is ours to replace.
+        subprocess.run(["ip", "netns", "delete", self.netns], check=False, capture_output=True)
         for command in (
             ["ip", "netns", "add", self.netns],
             ["ip", "-n", self.netns, "link", "set", "lo", "up"],
