@@ -12,4 +12,6 @@ echo "== ruff"
 echo "== mypy"
 .venv/bin/mypy
 echo "== pytest"
-.venv/bin/pytest "$@"
+# Each worker runs whole files against a control plane (and a real node) of its own: most of
+# the suite's time is waiting on wall-clock windows and probes, not CPU.
+.venv/bin/pytest -n "${RESTARTER_TEST_WORKERS:-3}" --dist loadfile "$@"

@@ -33,6 +33,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.faults)
 
 
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The figures tests recorded as ``("figure", text)`` properties (tests/node)."""
+    lines = [
+        value
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        for name, value in getattr(report, "user_properties", [])
+        if name == "figure"
+    ]
+    if lines:
+        terminalreporter.section("measured on the real node")
+        for line in dict.fromkeys(lines):
+            terminalreporter.write_line(line)
+
+
 def wait_for(
     predicate: Callable[[], Any],
     timeout: float = 60.0,

@@ -30,15 +30,17 @@ Core = kubernetes.client.CoreV1Api
 Apps = kubernetes.client.AppsV1Api
 #: Seconds between the test operator's timer ticks (the chart's default is 60).
 TIMER_INTERVAL = 2
-#: Figures measured on the real node, printed in the test summary.
+#: Figures measured on the real node in this process, not yet handed to a test's report.
 FIGURES: list[str] = []
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if FIGURES:
-        terminalreporter.section("measured on the real node")
-        for line in FIGURES:
-            terminalreporter.write_line(line)
+@pytest.fixture(autouse=True)
+def _report_figures(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Hand this process's figures to the test's report: the summary (tests/conftest.py)
+    reads them from there, also when the tests ran in xdist workers."""
+    yield
+    while FIGURES:
+        request.node.user_properties.append(("figure", FIGURES.pop(0)))
 
 
 @pytest.fixture(scope="session")
