@@ -74,17 +74,13 @@ def references(pod_spec: Mapping[str, Any] | None) -> frozenset[Reference]:
             if name := (env_from.get("configMapRef") or {}).get("name"):
                 found.add(CONFIGMAP, name, None)
     for volume in pod_spec.get("volumes") or []:
-        secret = volume.get("secret") or {}
-        if name := secret.get("secretName"):
-            found.add(SECRET, name, _item_keys(secret))
-        configmap = volume.get("configMap") or {}
-        if name := configmap.get("name"):
-            found.add(CONFIGMAP, name, _item_keys(configmap))
-        for projected in (volume.get("projected") or {}).get("sources") or []:
-            secret = projected.get("secret") or {}
-            if name := secret.get("name"):
+        projected = (volume.get("projected") or {}).get("sources") or []
+        # A volume names its Secret by secretName; a projected source, like a ConfigMap, by name.
+        for source, secret_field in [(volume, "secretName"), *((p, "name") for p in projected)]:
+            secret = source.get("secret") or {}
+            if name := secret.get(secret_field):
                 found.add(SECRET, name, _item_keys(secret))
-            configmap = projected.get("configMap") or {}
+            configmap = source.get("configMap") or {}
             if name := configmap.get("name"):
                 found.add(CONFIGMAP, name, _item_keys(configmap))
     return found.references()
