@@ -102,12 +102,14 @@ def recorded_for(data: dict[str, str]) -> dict[str, str]:
     }
 
 
-def reconcile(source: dict[str, Any], api: RecordingApi) -> bool:
+def reconcile(
+    source: dict[str, Any], api: RecordingApi, reference_map: ReferenceMap | None = None
+) -> bool:
     context = stamping.SourceContext(
         "secret",
         Settings(),
         api,  # type: ignore[arg-type]
-        readers(),
+        reference_map or readers(),
         threading.Event(),
         {},
         logging.getLogger(__name__),
@@ -162,11 +164,7 @@ def test_a_change_of_a_key_nobody_reads_stamps_nothing_and_records_it() -> None:
     reference_map = readers()
     for name in ("env-from", "volume"):  # left: the readers of a and of b
         reference_map.apply("DELETED", "deployments", "ns", name, frozenset())
-    context = stamping.SourceContext(
-        "secret", Settings(), api, reference_map, threading.Event(), {},  # type: ignore[arg-type]
-        logging.getLogger(__name__),
-    )  # fmt: skip
-    assert stamping.reconcile_source(context, secret({**OLD, "c": "eg=="}, recorded_for(OLD)), NOW)
+    assert reconcile(secret({**OLD, "c": "eg=="}, recorded_for(OLD)), api, reference_map)
     assert api.stamped == {}
     [record] = api.source_patches  # no change begun: nothing to resume
     assert record["metadata"]["annotations"][keys.CHECKSUM] == checksum({**OLD, "c": "eg=="})
