@@ -34,7 +34,6 @@ from bench.workload import (
     SHARED_SECRET,
 )
 from restarter.model import keys
-from restarter.model.checksums import checksum
 from restarter.model.references import SECRET
 from restarter_cluster.cluster import Cluster
 
@@ -159,8 +158,8 @@ def wait_until_observed(objects: Objects, timeout: float = 900) -> None:
 def reset(harness: Harness) -> int:
     """Every run starts from the same state; return how many objects needed a patch.
 
-    Labelled Secrets get the checksum of their current data, as if restarter had seen
-    every earlier change (the naive and Reloader runs change them too), and restarter's
+    Labelled Secrets get the checksum and digests of their current data, as if restarter had
+    seen every earlier change (the naive and Reloader runs change them too), and restarter's
     marks, pending label and finalizer leave every Deployment. What the naive baseline and
     Reloader leave behind (an annotation naming a Secret's resourceVersion, a pod-template
     annotation naming a Secret's hash) is kept: the watcher only counts values that answer
@@ -170,7 +169,7 @@ def reset(harness: Harness) -> int:
     labelled = [name for name in harness.versions if not name.startswith("noise-")]
     for name in labelled:
         data = workload.secret_data(name, harness.versions[name])
-        objects.patch_secret(name, {"metadata": {"annotations": {keys.CHECKSUM: checksum(data)}}})
+        objects.patch_secret(name, {"metadata": {"annotations": workload.recorded(name, data)}})
     patches = []
     for deployment in objects.deployments():
         metadata = deployment["metadata"]

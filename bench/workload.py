@@ -7,7 +7,7 @@ import hashlib
 from typing import Any
 
 from restarter.model import keys
-from restarter.model.checksums import checksum
+from restarter.model.checksums import checksum, key_digests, new_salt
 
 NAMESPACE = "bench"
 #: Every Deployment mounts this labelled Secret: changing it fans out to all of them.
@@ -38,8 +38,19 @@ def reloader_hash(data: dict[str, str]) -> str:
     return hashlib.sha1(";".join(pairs).encode(), usedforsecurity=False).hexdigest()
 
 
+def recorded(name: str, data: dict[str, str]) -> dict[str, str]:
+    """The annotations restarter records on a Secret it has seen: the checksum and the
+    per-key digests (without them, the operator's start would record them on every one,
+    as on an upgrade from 0.x). The salt is fixed per name: runs start alike."""
+    whole = checksum(data)
+    salt = new_salt(hashlib.sha256(name.encode()).digest())
+    digests = key_digests(data, None, salt, whole).to_annotation()
+    return {keys.CHECKSUM: whole, keys.KEY_DIGESTS: digests}
+
+
 def labelled_secret(name: str, window: str, version: int = 0) -> dict[str, Any]:
-    """A labelled Secret, already carrying restarter's checksum (as if seen before)."""
+    """A labelled Secret, already carrying restarter's checksum and digests (as if seen
+    before)."""
     data = secret_data(name, version)
     return {
         "apiVersion": "v1",
@@ -47,7 +58,7 @@ def labelled_secret(name: str, window: str, version: int = 0) -> dict[str, Any]:
         "metadata": {
             "name": name,
             "labels": {keys.RESTART_AT_LABEL: window},
-            "annotations": {keys.CHECKSUM: checksum(data)},
+            "annotations": recorded(name, data),
         },
         "data": data,
     }

@@ -253,4 +253,4 @@ def test_throttled_with_429s_every_stamp_and_restart_still_lands(
         describe=lambda: restarts_without_replica_set(apps, namespace, restarts),
     )
     annotations = core.read_namespaced_secret("db", namespace).metadata.annotations
-    assert set(annotations) == {keys.CHECKSUM}, json.dumps(sorted(annotations))
+    assert set(annotations) == {keys.CHECKSUM, keys.KEY_DIGESTS}, json.dumps(sorted(annotations))

@@ -178,6 +178,10 @@ def test_a_renewed_certificate_restarts_its_deployment_once_in_the_window_of_its
     marks = wait_for(lambda: pending(apps, namespace, "web"), 20, message="pending marks")
     mark = json.loads(marks[keys.window_key("secret", "web-tls")])
     assert mark.pop("change").isdigit()  # the Secret's resourceVersion, nothing of its data
+    # The keys the renewal rewrote, by name (the issuer and the key's rotation policy decide
+    # whether ca.crt and tls.key change too).
+    changed = set(mark.pop("keys"))
+    assert "tls.crt" in changed and changed <= {"ca.crt", "tls.crt", "tls.key"}
     assert mark == {
         "at": window,
         "timezone": ZONE,

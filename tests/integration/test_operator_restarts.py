@@ -105,6 +105,7 @@ def test_data_change_stamps_exactly_the_referencing_deployments_and_waits_for_a_
         mark = json.loads(marks[keys.window_key("secret", "db")])
         assert mark.pop("change").isdigit()  # the Secret's resourceVersion
         assert mark == {
+            "keys": ["password"],  # the changed key both read, never its value
             "at": far,
             "timezone": "UTC",
             "length": "1h",
@@ -149,7 +150,7 @@ def test_open_window_restarts_once_clears_marks_and_leaves_no_finalizer(
 
     # The Secret never carries a copy of its data: no kopf diff-base or progress keys.
     stored = core.read_namespaced_secret("tls", namespace).metadata.annotations
-    assert set(stored) == {keys.CHECKSUM}
+    assert set(stored) == {keys.CHECKSUM, keys.KEY_DIGESTS}
     assert not [key for key in web.metadata.annotations if "kopf" in key]
     # An operator restart re-lists everything and must not restart again.
     running.stop()

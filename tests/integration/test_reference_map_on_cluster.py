@@ -15,6 +15,7 @@ from typing import Any
 
 import kubernetes
 import pytest
+import urllib3
 import yaml
 
 from restarter.model import keys
@@ -45,11 +46,13 @@ PENDING_UNLABELLED = 10  # marked by restarter 0.2: marks only, found at start-u
 
 
 class DeploymentHistory:
-    """The test's own watch: every restartedAt and finalizer each Deployment ever showed."""
+    """The test's own watch: every restartedAt, finalizer and pending-mark key each
+    Deployment ever showed."""
 
     def __init__(self, apps: Apps, namespace: str) -> None:
         self.restarted_at: dict[str, set[str]] = defaultdict(set)
         self.had_finalizer: set[str] = set()
+        self.marks: dict[str, set[str]] = defaultdict(set)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(apps, namespace), daemon=True)
 
@@ -61,6 +64,13 @@ class DeploymentHistory:
         self._stop.set()
 
     def _run(self, apps: Apps, namespace: str) -> None:
+        try:
+            self._watch(apps, namespace)
+        except urllib3.exceptions.ProtocolError:
+            if not self._stop.is_set():
+                raise  # a watch cut after the test is over (the cluster stopping) is no failure
+
+    def _watch(self, apps: Apps, namespace: str) -> None:
         watch = kubernetes.watch.Watch()
         for event in watch.stream(apps.list_namespaced_deployment, namespace, timeout_seconds=600):
             body = event["object"]
@@ -70,6 +80,8 @@ class DeploymentHistory:
                 self.restarted_at[name].add(template[keys.RESTARTED_AT])
             if keys.FINALIZER in (body.metadata.finalizers or []):
                 self.had_finalizer.add(name)
+            annotations = body.metadata.annotations or {}
+            self.marks[name] |= {key for key in annotations if key.startswith(keys.MARK_PREFIXES)}
             if self._stop.is_set():
                 watch.stop()
 

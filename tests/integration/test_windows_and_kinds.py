@@ -94,7 +94,7 @@ def test_a_binary_data_change_of_a_configmap_restarts_its_deployment(
     assert pending(apps, namespace, "web") == {}
     assert events(core, namespace, "assets", "ChangeDetected")
     stored = core.read_namespaced_config_map("assets", namespace).metadata.annotations
-    assert set(stored) == {keys.CHECKSUM}  # no kopf state on the source
+    assert set(stored) == {keys.CHECKSUM, keys.KEY_DIGESTS}  # no kopf state on the source
 
 
 def test_statefulset_and_daemonset_dependents_are_stamped_and_restarted(
@@ -168,6 +168,7 @@ def test_a_cron_window_restarts_only_when_open(
     assert mark == {
         "at": "cron",
         "cron": expression,
+        "keys": ["password"],
         "length": "1h",
         "source": "Secret/db",
         "timezone": "UTC",

@@ -11,6 +11,7 @@ import pytest
 from restarter.commands import planning
 from restarter.commands.planning import PlanRow
 from restarter.model import keys
+from restarter.model.windows import MARK_KEYS, WindowRequest
 
 HOUR = dt.timedelta(hours=1)
 #: A Wednesday; Warsaw is UTC+1 (CET), Kolkata UTC+5:30 (IST, no DST).
@@ -244,6 +245,7 @@ def test_json_has_the_documented_shape_with_iso_instants() -> None:
             "name": "web",
             "source": "ConfigMap/cfg",
             "mark": "configmap.cfg",
+            "changedKeys": None,
             "changedAt": "2025-01-01T10:00:00Z",
             "window": "cron '0 3 * * *' Asia/Kolkata (1h long)",
             "timezone": "Asia/Kolkata",
@@ -268,15 +270,40 @@ def test_table_aligns_columns_and_shows_namespaces_only_when_asked() -> None:
     }
     rows = rows_of(annotations)
     assert planning.to_table(rows, with_namespace=False).splitlines() == [
-        "WORKLOAD         SOURCE          CHANGED                WINDOW"
+        "WORKLOAD         SOURCE          KEYS      CHANGED                WINDOW"
         "                                    NEXT RESTART           NEXT RESTART UTC"
         "       STATE     NOTES",
-        "Deployment/web   ConfigMap/cfg   2025-01-01 10:00 UTC   cron '0 3 * * *' Asia/Kolkata"
-        " (1h long)   2025-01-02 03:00 IST   2025-01-01 21:30 UTC   waiting",
-        "Deployment/web   Secret/db       2025-01-01 10:00 UTC   03.00 Europe/Warsaw (1h long)"
-        "             2025-01-01 22:30 CET   2025-01-01 21:30 UTC   waiting   restarts with"
-        " ConfigMap/cfg",
+        "Deployment/web   ConfigMap/cfg   unknown   2025-01-01 10:00 UTC   cron '0 3 * * *'"
+        " Asia/Kolkata (1h long)   2025-01-02 03:00 IST   2025-01-01 21:30 UTC   waiting",
+        "Deployment/web   Secret/db       unknown   2025-01-01 10:00 UTC   03.00 Europe/Warsaw"
+        " (1h long)             2025-01-01 22:30 CET   2025-01-01 21:30 UTC   waiting"
+        "   restarts with ConfigMap/cfg",
     ]
     with_namespace = planning.to_table(rows, with_namespace=True).splitlines()
     assert with_namespace[0].startswith("NAMESPACE   WORKLOAD")
     assert with_namespace[1].startswith("shop        Deployment/web")
+
+
+def test_rows_name_the_changed_keys_a_mark_names_and_never_more() -> None:
+    request = WindowRequest("03.00", "UTC", HOUR)
+    named = request.to_mark("Secret/db", "812", ["password", "ca.crt"])
+    many = request.to_mark("Secret/big", "813", [f"k{i:02}" for i in range(MARK_KEYS + 3)])
+    unknown = request.to_mark("Secret/old", "814")
+    rows = rows_of(
+        {
+            **mark("secret", "db", named),
+            **mark("secret", "big", many),
+            **mark("secret", "old", unknown),
+        }
+    )
+    by_source = {row.source: row for row in rows}
+    assert by_source["Secret/db"].changed_keys == ("ca.crt", "password")
+    assert by_source["Secret/old"].changed_keys is None
+    big = by_source["Secret/big"]
+    assert big.changed_keys is not None and len(big.changed_keys) == MARK_KEYS
+    assert "and 3 more changed key(s)" in big.notes
+    [db] = [row for row in json.loads(planning.to_json(rows)) if row["source"] == "Secret/db"]
+    assert db["changedKeys"] == ["ca.crt", "password"]
+    table = planning.to_table(rows, with_namespace=False).splitlines()
+    assert any("Secret/db" in line and " ca.crt,password " in line for line in table)
+    assert any("Secret/old" in line and " unknown " in line for line in table)

@@ -26,7 +26,7 @@ def body(secrets: list[str], annotations: dict[str, str] | None = None) -> dict[
 
 def test_references_of_a_body_reads_its_pod_template_and_its_declarations() -> None:
     declared = {keys.DEPENDS_ON_CONFIGMAPS: "flags"}
-    assert references_of(body(["db"], declared)) == {DB, FLAGS}
+    assert references_of(body(["db"], declared)) == {Reference(SECRET, "db", frozenset("k")), FLAGS}
 
 
 def test_references_of_an_opted_out_workload_are_none() -> None:
@@ -108,15 +108,19 @@ def test_the_same_relisting_twice_changes_nothing_the_second_time() -> None:
 
 
 names = st.sampled_from(["a", "b", "c", "d"])
-ref_sets = st.frozensets(st.builds(Reference, st.sampled_from([SECRET, CONFIGMAP]), names))
+key_names = st.none() | st.frozensets(st.sampled_from(["x", "y", "z"]))
+# One reference per source, as workload_references gives.
+ref_sets = st.dictionaries(st.tuples(st.sampled_from([SECRET, CONFIGMAP]), names), key_names).map(
+    lambda reads: frozenset(Reference(kind, name, keys) for (kind, name), keys in reads.items())
+)
 events = st.lists(
     st.tuples(st.sampled_from(["ADDED", "MODIFIED", "DELETED"]), names, ref_sets), max_size=30
 )
 
 
-@given(events)
+@given(events, key_names)
 def test_after_any_events_the_map_equals_one_built_from_the_last_state_of_each(
-    sequence: list[tuple[str, str, frozenset[Reference]]],
+    sequence: list[tuple[str, str, frozenset[Reference]]], changed: frozenset[str] | None
 ) -> None:
     refs = ReferenceMap()
     last: dict[str, frozenset[Reference]] = {}
@@ -125,9 +129,22 @@ def test_after_any_events_the_map_equals_one_built_from_the_last_state_of_each(
         last[name] = frozenset() if kind == "DELETED" else found
     for kind in (SECRET, CONFIGMAP):
         for source in "abcd":
-            expected = sorted(
-                ("deployments", n) for n, r in last.items() if Reference(kind, source) in r
+            reads = {
+                n: ref.keys
+                for n, r in last.items()
+                for ref in r
+                if (ref.kind, ref.name) == (kind, source)
+            }
+            assert refs.dependents("ns", kind, source) == sorted(("deployments", n) for n in reads)
+            # The affected: readers of every key, or of a changed one (all, when unknown).
+            assert refs.affected("ns", kind, source, changed) == sorted(
+                (
+                    "deployments",
+                    n,
+                    None if changed is None else changed if k is None else k & changed,
+                )
+                for n, k in reads.items()
+                if changed is None or (changed if k is None else k & changed)
             )
-            assert refs.dependents("ns", kind, source) == expected
     # A listing of the same final state is a no-op: a resync invents nothing.
     assert not refs.replace("deployments", "ns", {("ns", n): r for n, r in last.items() if r})

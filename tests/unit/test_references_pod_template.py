@@ -67,20 +67,21 @@ def projected_configmap(configmap: str) -> dict[str, Any]:
     return {"configMap": {"name": configmap}}
 
 
-def secret(name: str) -> Reference:
-    return Reference(SECRET, name)
+def secret(name: str, *keys_read: str) -> Reference:
+    """A reference to Secret ``name``: the keys read, or (none given) every key."""
+    return Reference(SECRET, name, frozenset(keys_read) if keys_read else None)
 
 
-def configmap(name: str) -> Reference:
-    return Reference(CONFIGMAP, name)
+def configmap(name: str, *keys_read: str) -> Reference:
+    return Reference(CONFIGMAP, name, frozenset(keys_read) if keys_read else None)
 
 
 # --- containers and initContainers --------------------------------------------------------
 
 CONTAINER_PATHS = [
-    pytest.param({"env": [secret_key_env("s")]}, secret("s"), id="env-secretKeyRef"),
+    pytest.param({"env": [secret_key_env("s")]}, secret("s", "k"), id="env-secretKeyRef"),
     pytest.param({"envFrom": [secret_env_from("s")]}, secret("s"), id="envFrom-secretRef"),
-    pytest.param({"env": [configmap_key_env("c")]}, configmap("c"), id="env-configMapKeyRef"),
+    pytest.param({"env": [configmap_key_env("c")]}, configmap("c", "k"), id="env-configMapKeyRef"),
     pytest.param({"envFrom": [configmap_env_from("c")]}, configmap("c"), id="envFrom-configMapRef"),
 ]
 
@@ -117,7 +118,9 @@ def test_plain_env_values_are_not_references() -> None:
     [
         pytest.param(secret_volume("s"), secret("s"), id="secret-secretName"),
         pytest.param(configmap_volume("c"), configmap("c"), id="configMap-name"),
-        pytest.param(projected_volume(projected_secret("s")), secret("s"), id="projected-secret"),
+        pytest.param(
+            projected_volume(projected_secret("s")), secret("s", "k"), id="projected-secret"
+        ),
         pytest.param(
             projected_volume(projected_configmap("c")), configmap("c"), id="projected-configMap"
         ),
@@ -127,7 +130,7 @@ def test_plain_env_values_are_not_references() -> None:
                 {"downwardAPI": {"items": []}},
                 projected_secret("s"),
             ),
-            secret("s"),
+            secret("s", "k"),
             id="projected-among-other-sources",
         ),
     ],
@@ -165,12 +168,12 @@ def test_every_path_at_once_yields_every_reference_once() -> None:
         ],
     )
     assert references(spec) == {
-        secret("init-secret"),
-        secret("env-secret"),
+        secret("init-secret", "k"),
+        secret("env-secret"),  # a key in one container, every key in the sidecar
         secret("from-secret"),
         secret("vol-secret"),
-        secret("proj-secret"),
-        configmap("env-cm"),
+        secret("proj-secret", "k"),
+        configmap("env-cm", "k"),
         configmap("from-cm"),
         configmap("vol-cm"),
         configmap("proj-cm"),
@@ -228,7 +231,7 @@ def test_a_workload_declares_sources_its_pod_template_does_not_show() -> None:
     spec = pod_spec(containers=[container(env=[secret_key_env("db")])])
     assert workload_references(annotations, spec) == {
         Reference(SECRET, "api-token"),
-        Reference(SECRET, "db"),
+        Reference(SECRET, "db"),  # declared: every key, beyond the one the template reads
         Reference(CONFIGMAP, "flags"),
     }
 
@@ -243,9 +246,9 @@ def test_an_opted_out_workload_depends_on_nothing(value: str) -> None:
 @pytest.mark.parametrize("value", ["false", "True", "yes", ""])
 def test_only_the_exact_value_true_opts_out(value: str) -> None:
     spec = pod_spec(containers=[container(env=[secret_key_env("db")])])
-    assert workload_references({keys.IGNORE: value}, spec) == {Reference(SECRET, "db")}
+    assert workload_references({keys.IGNORE: value}, spec) == {secret("db", "k")}
 
 
 def test_a_workload_without_annotations_depends_on_its_pod_template() -> None:
     spec = pod_spec(containers=[container(env=[configmap_key_env("cfg")])])
-    assert workload_references(None, spec) == {Reference(CONFIGMAP, "cfg")}
+    assert workload_references(None, spec) == {configmap("cfg", "k")}

@@ -1,7 +1,9 @@
 """Which workloads use which Secret or ConfigMap: a lean map kept from workload events.
 
 Pure: no client, no kopf. Each workload is held only as the set of sources it uses (not
-its body), so the map's size follows the number of references. An event or a whole
+its body), so the map's size follows the number of references. A reference carries the
+keys it reads: None (no object) for a whole source, the common case, else one shared
+frozenset per distinct set of key names. An event or a whole
 listing goes in; what changed in the map comes out (for logs and tests).
 """
 
@@ -13,10 +15,35 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from restarter.model.references import Reference, WorkloadKey, workload_references
+from restarter.model.references import (
+    KeyNames,
+    Reference,
+    WorkloadKey,
+    affected_keys,
+    workload_references,
+)
 
 #: A source: (namespace, source kind, source name).
 SourceKey = tuple[str, str, str]
+
+
+#: Distinct key sets kept shared at most; past it the table starts afresh (sets already
+#: shared stay so), which bounds it whatever the workloads list.
+MAX_KEY_SETS = 4096
+_key_sets: dict[frozenset[str], frozenset[str]] = {}
+
+
+def _shared(names: KeyNames) -> KeyNames:
+    """One copy of each set of key names: the same few repeat across thousands of workloads."""
+    if names is None:
+        return None
+    if (shared := _key_sets.get(names)) is not None:
+        return shared
+    if len(_key_sets) >= MAX_KEY_SETS:
+        _key_sets.clear()
+    shared = frozenset(sys.intern(name) for name in names)
+    _key_sets[shared] = shared
+    return shared
 
 
 def references_of(body: Mapping[str, Any]) -> frozenset[Reference]:
@@ -25,7 +52,9 @@ def references_of(body: Mapping[str, Any]) -> frozenset[Reference]:
     pod_spec = ((body.get("spec") or {}).get("template") or {}).get("spec")
     found = workload_references(metadata.get("annotations"), pod_spec)
     # Names repeat across thousands of workloads: keep one copy of each string.
-    return frozenset(Reference(sys.intern(ref.kind), sys.intern(ref.name)) for ref in found)
+    return frozenset(
+        Reference(sys.intern(ref.kind), sys.intern(ref.name), _shared(ref.keys)) for ref in found
+    )
 
 
 @dataclass(frozen=True)
@@ -41,7 +70,11 @@ class MapChange:
 
 @dataclass
 class ReferenceMap:
-    """(namespace, kind, name) of a source → the workloads that use it; thread-safe."""
+    """(namespace, kind, name) of a source → the workloads that use it; thread-safe.
+
+    Which keys a workload reads of a source is in its references (``_uses``), not in
+    ``_users``: the common whole-source reader costs nothing more.
+    """
 
     _uses: dict[WorkloadKey, frozenset[Reference]] = field(default_factory=dict)
     _users: dict[SourceKey, set[tuple[str, str]]] = field(default_factory=dict)
@@ -51,6 +84,24 @@ class ReferenceMap:
         """(plural, name) of every workload using the source, sorted."""
         with self._lock:
             return sorted(self._users.get((namespace, kind, name), ()))
+
+    def affected(
+        self, namespace: str, kind: str, name: str, changed: KeyNames
+    ) -> list[tuple[str, str, KeyNames]]:
+        """(plural, name, the changed keys it reads) of every workload that reads a key in
+        ``changed`` (None: unknown, so every user, with None), sorted."""
+        found = []
+        with self._lock:
+            for plural, workload in sorted(self._users.get((namespace, kind, name), ())):
+                reads = next(
+                    ref.keys
+                    for ref in self._uses[plural, namespace, workload]
+                    if ref.kind == kind and ref.name == name
+                )
+                seen = affected_keys(reads, changed)
+                if seen is None or seen:
+                    found.append((plural, workload, seen))
+        return found
 
     def __len__(self) -> int:
         with self._lock:

@@ -8,14 +8,16 @@ shows that same instant, in the zone of the row's own window and in UTC.
 JSON (``-o json``) is a list of rows, one object each, sorted like the table::
 
     {"namespace": "shop", "kind": "Deployment", "name": "web",
-     "source": "Secret/db", "mark": "secret.db",
+     "source": "Secret/db", "mark": "secret.db", "changedKeys": ["password"],
      "changedAt": "2025-01-01T10:00:00Z",
      "window": "03.00 Europe/Warsaw (1h long)", "timezone": "Europe/Warsaw",
      "nextRestart": "2025-01-02T03:00:00+01:00", "nextRestartUtc": "2025-01-02T02:00:00Z",
      "state": "waiting", "notes": []}
 
-``changedAt``, ``window``, ``timezone`` and both ``nextRestart`` fields are null when
-unknown; ``state`` is one of ``STATES``.
+``changedKeys`` names the changed keys of the source that the workload reads (never
+their values; at most ``windows.MARK_KEYS``, a note says how many more). It, ``changedAt``,
+``window``, ``timezone`` and both ``nextRestart`` fields are null when unknown; ``state``
+is one of ``STATES``.
 """
 
 from __future__ import annotations
@@ -58,6 +60,9 @@ class PlanRow:
     changed_at: dt.datetime | None
     """When the operator saw the change; None when the pending-restart mark is unreadable."""
 
+    changed_keys: tuple[str, ...] | None
+    """The changed keys the workload reads, as the mark names them; None when unknown."""
+
     window: str | None
     """The window the source asked for, described; None for an unreadable mark."""
 
@@ -77,14 +82,17 @@ class _ReadMark:
     source: str
     request: windows.WindowRequest | None
     problem: str | None
+    named_keys: tuple[tuple[str, ...], int] | None
+    """The changed keys the mark names, and how many more it left out; None: unknown."""
 
 
 def _read(mark: decisions.Mark, defaults: Settings) -> _ReadMark:
     source = (windows.source_of_mark(mark.window) if mark.window else None) or mark.token
+    named = windows.keys_of_mark(mark.window) if mark.window else None
     try:
-        return _ReadMark(mark, source, decisions.mark_window(mark, defaults), None)
+        return _ReadMark(mark, source, decisions.mark_window(mark, defaults), None, named)
     except ScheduleError as error:
-        return _ReadMark(mark, source, None, str(error))
+        return _ReadMark(mark, source, None, str(error), named)
 
 
 def _notes(
@@ -100,6 +108,8 @@ def _notes(
         notes.append(f"unreadable mark: {read.problem}")
     elif read.mark.window is not None and not read.mark.window.startswith("{"):
         notes.append("mark from restarter 0.1: read with the default zone and length")
+    if read.named_keys is not None and read.named_keys[1]:
+        notes.append(f"and {read.named_keys[1]} more changed key(s)")
     if restarted_by is not None and restarted_by != read.source:
         # One rollout clears every mark, so another source's window decides for this one.
         verb = "dropped when it restarts" if read.problem else "restarts"
@@ -158,6 +168,7 @@ def workload_rows(
                 changed_at=None
                 if read.mark.since is None
                 else dt.datetime.fromtimestamp(read.mark.since, dt.UTC),
+                changed_keys=None if read.named_keys is None else read.named_keys[0],
                 window=None if read.request is None else read.request.describe(),
                 timezone=None if read.request is None else read.request.timezone,
                 next_restart=None
@@ -202,6 +213,7 @@ def to_json(rows: Sequence[PlanRow]) -> str:
                 "name": row.name,
                 "source": row.source,
                 "mark": row.mark,
+                "changedKeys": None if row.changed_keys is None else list(row.changed_keys),
                 "changedAt": _utc(row.changed_at),
                 "window": row.window,
                 "timezone": row.timezone,
@@ -222,13 +234,15 @@ def _minutes(instant: dt.datetime | None) -> str:
 def to_table(rows: Sequence[PlanRow], with_namespace: bool) -> str:
     """Columns like kubectl's: left-aligned, padded by the widest cell, notes last."""
     header = ["NAMESPACE"] if with_namespace else []
-    header += ["WORKLOAD", "SOURCE", "CHANGED", "WINDOW", "NEXT RESTART", "NEXT RESTART UTC"]
+    header += ["WORKLOAD", "SOURCE", "KEYS", "CHANGED", "WINDOW", "NEXT RESTART"]
+    header += ["NEXT RESTART UTC"]
     header += ["STATE", "NOTES"]
     lines = [header]
     for row in rows:
         cells = [
             f"{row.kind}/{row.name}",
             row.source,
+            "unknown" if row.changed_keys is None else ",".join(row.changed_keys),
             _minutes(row.changed_at and row.changed_at.astimezone(dt.UTC)),
             row.window or "-",
             _minutes(_local(row.next_restart, row.timezone)),

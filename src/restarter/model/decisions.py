@@ -10,8 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from restarter.model import keys, windows
-from restarter.model.checksums import checksum
-from restarter.model.references import SOURCE_KINDS
+from restarter.model.checksums import (
+    KeyDigests,
+    changed_keys,
+    checksum,
+    key_digests,
+    read_key_digests,
+)
+from restarter.model.references import SOURCE_KINDS, KeyNames
 from restarter.model.schedule import Immediately, ScheduleError, Window, earliest, is_due
 from restarter.model.windows import WindowDefaults, WindowRequest
 
@@ -37,6 +43,35 @@ def classify(source: Mapping[str, Any], remembered: str | None = None) -> tuple[
     return (Change.UNCHANGED if recorded == current else Change.CHANGED), current
 
 
+def recorded_key_digests(metadata: Mapping[str, Any]) -> KeyDigests | None:
+    """The source's per-key digests, if they describe the data its checksum was taken of."""
+    annotations = metadata.get("annotations") or {}
+    digests = read_key_digests(annotations.get(keys.KEY_DIGESTS))
+    if digests is None or digests.checksum != annotations.get(keys.CHECKSUM):
+        return None  # none yet (restarter 0.x), or the checksum was recorded without them
+    return digests
+
+
+def key_digests_current(source: Mapping[str, Any], current: str) -> bool:
+    """True when the source's per-key digests are recorded for its data now."""
+    digests = recorded_key_digests(source.get("metadata") or {})
+    return digests is not None and digests.checksum == current
+
+
+def key_change(
+    source: Mapping[str, Any], current: str, fresh_salt: str
+) -> tuple[KeyDigests, KeyNames]:
+    """The per-key digests of the source's data now, and the keys changed since the recorded
+    ones (None: unknown, as after restarter 0.x, so every reader counts as affected).
+
+    The recorded salt is kept; ``fresh_salt`` serves a source that has none yet.
+    """
+    before = recorded_key_digests(source.get("metadata") or {})
+    salt = fresh_salt if before is None else before.salt
+    now = key_digests(source.get("data"), source.get("binaryData"), salt, current)
+    return now, (None if before is None else changed_keys(before, now))
+
+
 def change_id(metadata: Mapping[str, Any], current: str) -> tuple[str, bool]:
     """The id of the change being acted on, and whether it must be recorded on the source.
 
@@ -55,9 +90,15 @@ def begin_change_patch(change: str, current: str) -> dict[str, Any]:
 
 
 def stamp_patch(
-    kind: str, name: str, seen: dt.datetime, request: WindowRequest, change: str | None = None
+    kind: str,
+    name: str,
+    seen: dt.datetime,
+    request: WindowRequest,
+    change: str | None = None,
+    changed_keys: KeyNames = None,
 ) -> dict[str, Any]:
-    """Strategic merge patch marking a workload as pending for one change of the named source.
+    """Strategic merge patch marking a workload as pending for one change of the named source
+    (the changed keys it reads named in the mark, never their values; None: unknown).
 
     The same request sets the pending label (so kopf's label-selected watch sees the
     workload) and adds our finalizer (``finalizers`` merges as a set under a strategic
@@ -70,7 +111,7 @@ def stamp_patch(
             "annotations": {
                 keys.pending_key(kind, name): str(int(seen.timestamp())),
                 keys.window_key(kind, name): request.to_mark(
-                    f"{SOURCE_KINDS[kind]}/{name}", change
+                    f"{SOURCE_KINDS[kind]}/{name}", change, changed_keys
                 ),
             },
         }
@@ -98,9 +139,13 @@ def label_repair(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def checksum_patch(value: str) -> dict[str, Any]:
-    """The checksum recorded; the change annotation (if any) dropped: the change is done."""
-    return {"metadata": {"annotations": {keys.CHECKSUM: value, keys.CHANGE: None}}}
+def checksum_patch(value: str, digests: KeyDigests | None = None) -> dict[str, Any]:
+    """The checksum (and the per-key digests of the same data) recorded; the change
+    annotation (if any) dropped: the change is done."""
+    annotations: dict[str, str | None] = {keys.CHECKSUM: value, keys.CHANGE: None}
+    if digests is not None:
+        annotations[keys.KEY_DIGESTS] = digests.to_annotation()
+    return {"metadata": {"annotations": annotations}}
 
 
 @dataclass(frozen=True)

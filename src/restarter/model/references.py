@@ -11,9 +11,16 @@ SECRET = "secret"
 CONFIGMAP = "configmap"
 
 
+#: The keys of a source a reference reads: the names, or ``None`` for every key (``envFrom``,
+#: a volume without ``items``, a declaration), including keys added later.
+KeyNames = frozenset[str] | None
+
+
 class Reference(NamedTuple):
     kind: str
     name: str
+    keys: KeyNames = None
+    """What the workload reads of the source; ``None`` (the default): every key."""
 
 
 def _containers(pod_spec: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
@@ -21,34 +28,73 @@ def _containers(pod_spec: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
         yield from pod_spec.get(field) or []
 
 
+def _item_keys(source: Mapping[str, Any]) -> KeyNames:
+    """The keys a volume (or projected source) lists in ``items``; None without items."""
+    items = source.get("items")
+    if not items:
+        return None
+    return frozenset(key for item in items if (key := (item or {}).get("key")))
+
+
+class _Found:
+    """The keys read of each source so far: a source read whole anywhere reads every key."""
+
+    def __init__(self) -> None:
+        self.reads: dict[tuple[str, str], KeyNames] = {}
+
+    def add(self, kind: str, name: str, keys: KeyNames) -> None:
+        source = (kind, name)
+        if source in self.reads:
+            before = self.reads[source]
+            keys = None if before is None or keys is None else before | keys
+        self.reads[source] = keys
+
+    def references(self) -> frozenset[Reference]:
+        return frozenset(Reference(kind, name, keys) for (kind, name), keys in self.reads.items())
+
+
 def references(pod_spec: Mapping[str, Any] | None) -> frozenset[Reference]:
-    """Every Secret and ConfigMap the pod spec reads through env, envFrom or volumes."""
+    """Every Secret and ConfigMap the pod spec reads through env, envFrom or volumes, one
+    Reference per source with the keys it reads (optional or not: a key that appears
+    later changes what the pods see)."""
     if not pod_spec:
         return frozenset()
-    found: set[Reference] = set()
+    found = _Found()
     for container in _containers(pod_spec):
         for env in container.get("env") or []:
             source = env.get("valueFrom") or {}
-            if name := (source.get("secretKeyRef") or {}).get("name"):
-                found.add(Reference(SECRET, name))
-            if name := (source.get("configMapKeyRef") or {}).get("name"):
-                found.add(Reference(CONFIGMAP, name))
+            for field, kind in (("secretKeyRef", SECRET), ("configMapKeyRef", CONFIGMAP)):
+                ref = source.get(field) or {}
+                if name := ref.get("name"):
+                    key = ref.get("key")  # required by the API; without it, assume every key
+                    found.add(kind, name, frozenset({key}) if key else None)
         for env_from in container.get("envFrom") or []:
             if name := (env_from.get("secretRef") or {}).get("name"):
-                found.add(Reference(SECRET, name))
+                found.add(SECRET, name, None)
             if name := (env_from.get("configMapRef") or {}).get("name"):
-                found.add(Reference(CONFIGMAP, name))
+                found.add(CONFIGMAP, name, None)
     for volume in pod_spec.get("volumes") or []:
-        if name := (volume.get("secret") or {}).get("secretName"):
-            found.add(Reference(SECRET, name))
-        if name := (volume.get("configMap") or {}).get("name"):
-            found.add(Reference(CONFIGMAP, name))
-        for projected in (volume.get("projected") or {}).get("sources") or []:
-            if name := (projected.get("secret") or {}).get("name"):
-                found.add(Reference(SECRET, name))
-            if name := (projected.get("configMap") or {}).get("name"):
-                found.add(Reference(CONFIGMAP, name))
-    return frozenset(found)
+        projected = (volume.get("projected") or {}).get("sources") or []
+        # A volume names its Secret by secretName; a projected source, like a ConfigMap, by name.
+        for source, secret_field in [(volume, "secretName"), *((p, "name") for p in projected)]:
+            secret = source.get("secret") or {}
+            if name := secret.get(secret_field):
+                found.add(SECRET, name, _item_keys(secret))
+            configmap = source.get("configMap") or {}
+            if name := configmap.get("name"):
+                found.add(CONFIGMAP, name, _item_keys(configmap))
+    return found.references()
+
+
+def affected_keys(reads: KeyNames, changed: KeyNames) -> KeyNames:
+    """The changed keys a reader sees: empty when it reads none of them (not affected).
+
+    ``changed`` None means which keys changed is unknown: every reader is affected, and
+    what it sees is unknown too (None).
+    """
+    if changed is None:
+        return None
+    return changed if reads is None else reads & changed
 
 
 #: A workload: (resource plural, namespace, name).
@@ -85,7 +131,8 @@ def _declared(text: str | None) -> list[str]:
 def workload_references(
     annotations: Mapping[str, str] | None, pod_spec: Mapping[str, Any] | None
 ) -> frozenset[Reference]:
-    """What a workload depends on: its pod template, plus the sources it declares.
+    """What a workload depends on: its pod template, plus the sources it declares (every
+    key of those).
 
     ``restarter.io/secrets`` and ``restarter.io/configmaps`` name sources the pod
     template does not show (an app reading them through the API); a workload with
@@ -94,11 +141,12 @@ def workload_references(
     annotations = annotations or {}
     if annotations.get(keys.IGNORE) == "true":
         return frozenset()
-    declared = {
-        Reference(SECRET, name) for name in _declared(annotations.get(keys.DEPENDS_ON_SECRETS))
-    }
-    declared |= {
-        Reference(CONFIGMAP, name)
-        for name in _declared(annotations.get(keys.DEPENDS_ON_CONFIGMAPS))
-    }
-    return references(pod_spec) | declared
+    found = {(ref.kind, ref.name): ref for ref in references(pod_spec)}
+    declared = [(SECRET, name) for name in _declared(annotations.get(keys.DEPENDS_ON_SECRETS))]
+    declared += [
+        (CONFIGMAP, name) for name in _declared(annotations.get(keys.DEPENDS_ON_CONFIGMAPS))
+    ]
+    # A declared source is read through the API, whole: every key, whatever the template.
+    for kind, name in declared:
+        found[kind, name] = Reference(kind, name)
+    return frozenset(found.values())

@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -38,6 +38,9 @@ from restarter.model.schedule import (
 
 NOW = "now"
 CRON = "cron"
+
+#: Changed keys named in a mark at most (a mark must stay small; the Event names them all).
+MARK_KEYS = 20
 
 
 class WindowDefaults(Protocol):
@@ -106,11 +109,19 @@ class WindowRequest:
             return f"cron '{self.cron}' {self.timezone} ({length} long)"
         return f"{self.at.replace('_', ', ')} {self.timezone} ({length} long)"
 
-    def to_mark(self, source: str, change: str | None = None) -> str:
-        """The mark's value on a workload: compact JSON naming the source (and its change)."""
-        value: dict[str, str] = {"source": source, "at": self.at}
+    def to_mark(
+        self, source: str, change: str | None = None, changed_keys: Iterable[str] | None = None
+    ) -> str:
+        """The mark's value on a workload: compact JSON naming the source (and its change,
+        and the first ``MARK_KEYS`` changed keys the workload reads, when known)."""
+        value: dict[str, Any] = {"source": source, "at": self.at}
         if change is not None:
             value["change"] = change
+        if changed_keys is not None:
+            names = sorted(changed_keys)
+            value["keys"] = names[:MARK_KEYS]
+            if len(names) > MARK_KEYS:
+                value["moreKeys"] = len(names) - MARK_KEYS
         if self.at != NOW:
             value |= {"timezone": self.timezone, "length": format_length(self.length)}
         if self.cron is not None:
@@ -202,3 +213,18 @@ def source_of_mark(value: str) -> str | None:
 def change_of_mark(value: str) -> str | None:
     """The id of the source's change a mark is for; None for marks written before ids."""
     return _mark_field(value, "change")
+
+
+def keys_of_mark(value: str) -> tuple[tuple[str, ...], int] | None:
+    """The changed keys a mark names and how many more it left out; None when it names
+    none (the keys were unknown, or restarter wrote it before key-level dependencies)."""
+    if not value.startswith("{"):
+        return None
+    try:
+        fields = json.loads(value)
+        names, more = fields.get("keys"), fields.get("moreKeys", 0)
+    except (ValueError, AttributeError):
+        return None
+    if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        return None
+    return tuple(names), more if isinstance(more, int) and more > 0 else 0

@@ -5,16 +5,17 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import secrets
 import threading
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from restarter.cluster.reference_map import ReferenceMap
-from restarter.model import decisions, keys, windows
+from restarter.model import checksums, decisions, keys, windows
 from restarter.model.decisions import Change
-from restarter.model.references import SOURCE_KINDS, WORKLOAD_KINDS
+from restarter.model.references import SOURCE_KINDS, WORKLOAD_KINDS, KeyNames
 from restarter.model.schedule import ScheduleError, next_restart, parse_zone
 from restarter.restarting import posting
 from restarter.runtime import metrics
@@ -62,6 +63,13 @@ def _when(instant: dt.datetime, zone_name: str) -> str:
     return f"{local:%Y-%m-%d %H:%M} {zone_name}"
 
 
+def describe_keys(changed: KeyNames) -> str:
+    """How Events and logs name changed keys (names only, never values)."""
+    if changed is None:
+        return "changed keys unknown"
+    return f"key{'s' if len(changed) != 1 else ''} {', '.join(sorted(changed))}"
+
+
 async def check_source(context: SourceContext, source: Mapping[str, Any]) -> None:
     """A labelled source was listed, added or modified: on a data change, stamp every
     dependent, trying again until every stamp landed."""
@@ -75,11 +83,10 @@ async def check_source(context: SourceContext, source: Mapping[str, Any]) -> Non
     namespace, name = metadata["namespace"], metadata["name"]
     delay = STAMP_RETRY_DELAY
     while True:
-        dependents = context.reference_map.dependents(namespace, context.kind, name)
         now = dt.datetime.now(dt.UTC)
         # The flow blocks on API calls: a thread, with this handler's context (kopf's
         # Event posting needs it).
-        if await asyncio.to_thread(reconcile_source, context, source, dependents, now):
+        if await asyncio.to_thread(reconcile_source, context, source, now):
             return
         # A refused stamp: try again, from the source as it is then, until it lands.
         await asyncio.sleep(delay)
@@ -93,29 +100,26 @@ async def check_source(context: SourceContext, source: Mapping[str, Any]) -> Non
 
 
 def already_seen(context: SourceContext, source: Mapping[str, Any]) -> bool:
-    """True (and remembered) when the source's data matches its recorded checksum."""
+    """True (and remembered) when the source's data matches its recorded checksum and
+    per-key digests."""
     seen = context.checksums
     metadata = source["metadata"]
     key = (context.kind, metadata["namespace"], metadata["name"])
     change, current = decisions.classify(source, seen.get(key))
     # seen holds a checksum only once it is recorded on the source: a body older than
     # that record (an event of our own change annotation) is not a new change.
-    if change is Change.UNCHANGED or seen.get(key) == current:
+    recorded = change is Change.UNCHANGED and decisions.key_digests_current(source, current)
+    if recorded or seen.get(key) == current:
         seen[key] = current
         return True
     return False
 
 
-def reconcile_source(
-    context: SourceContext,
-    source: Mapping[str, Any],
-    dependents: Iterable[tuple[str, str]],
-    now: dt.datetime,
-) -> bool:
-    """Stamp every dependent first, record the checksum second: a crash repeats, never loses.
+def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.datetime) -> bool:
+    """Stamp every dependent that reads a changed key first, record the checksum (and the
+    per-key digests) second: a crash repeats, never loses.
 
     False when a stamp failed: the checksum is not recorded and the caller tries again.
-    ``dependents`` are (resource plural, name) pairs.
     """
     kind, api, logger, seen = context.kind, context.api, context.logger, context.checksums
     settings = context.settings
@@ -123,12 +127,22 @@ def reconcile_source(
     namespace, name = metadata["namespace"], metadata["name"]
     what = f"{SOURCE_KINDS[kind]} {name}"
     change, current = decisions.classify(source, seen.get((kind, namespace, name)))
+    # The digests of the data now, and the keys changed since those recorded: the same
+    # for a fan-out repeated after a crash (the recorded ones change only at its end).
+    digests, changed = decisions.key_change(
+        source, current, checksums.new_salt(secrets.token_bytes(checksums.SALT_BYTES))
+    )
 
     def record_checksum() -> None:
-        api.patch_source(kind, namespace, name, decisions.checksum_patch(current))
+        api.patch_source(kind, namespace, name, decisions.checksum_patch(current, digests))
         seen[kind, namespace, name] = current
 
     if change is Change.UNCHANGED:
+        if not decisions.key_digests_current(source, current):
+            # Recorded by restarter 0.x (a checksum, no digests): the data is as it was
+            # then, so nothing restarts; the digests let the next change name its keys.
+            record_checksum()
+            logger.info("recorded the per-key digests of unchanged data; nothing restarts")
         seen[kind, namespace, name] = current
         return True
     try:
@@ -152,22 +166,34 @@ def reconcile_source(
         )
         return True
 
+    # Only the workloads that read a changed key (all of them when which keys changed is
+    # unknown), each with the changed keys it reads.
+    readers = context.reference_map.affected(namespace, kind, name, changed)
+    seen_keys = {(plural, dependent): keys_read for plural, dependent, keys_read in readers}
+    targets = sorted(seen_keys)
+    unaffected = len(context.reference_map.dependents(namespace, kind, name)) - len(targets)
+    what_changed = describe_keys(changed)
+
     # The change gets an id before the first stamp, kept on the source until the checksum
     # is recorded: a fan-out repeated after a crash stamps under the same id, and a
     # dependent that already restarted for it clears that mark instead of restarting.
     change_id, begin = decisions.change_id(metadata, current)
-    if begin:
+    if begin and targets:
         api.patch_source(kind, namespace, name, decisions.begin_change_patch(change_id, current))
-    patch = decisions.stamp_patch(kind, name, now, request, change_id)
+    # One patch per distinct set of keys read: most dependents share one.
+    patches = {
+        keys_read: decisions.stamp_patch(kind, name, now, request, change_id, keys_read)
+        for keys_read in set(seen_keys.values())
+    }
     token = keys.source_token(kind, name)
 
     def stamp(dependent: tuple[str, str]) -> dict[str, Any] | Exception | None:
         try:
+            patch = patches[seen_keys[dependent]]
             return api.patch_workload(dependent[0], namespace, dependent[1], patch)
         except Exception as error:  # one refused patch must not stop the others
             return error
 
-    targets = sorted(set(dependents))
     # Stamps go out in parallel; all of them are answered before the checksum is recorded.
     # Logs and Events stay in this thread: kopf's posting needs the handler's context.
     with ThreadPoolExecutor(max_workers=STAMP_CONCURRENCY) as pool:
@@ -192,7 +218,8 @@ def reconcile_source(
             workload,
             type="Normal",
             reason="RestartScheduled",
-            message=f"{what} changed; restart scheduled in window "
+            message=f"{what} changed ({describe_keys(seen_keys[plural, dependent])}); "
+            f"restart scheduled in window "
             f"{request.describe()} (next restart {_when(when, request.timezone)})",
         )
     if failed:
@@ -204,10 +231,11 @@ def reconcile_source(
     record_checksum()
     metrics.CHANGES.labels(SOURCE_KINDS[kind]).inc()
     message = (
-        f"data changed; {len(stamped)} dependent workload(s) scheduled for restart "
-        f"in window {request.describe()} "
+        f"data changed ({what_changed}); {len(stamped)} dependent workload(s) scheduled for "
+        f"restart in window {request.describe()} "
         f"(next start {_when(window.next_start(now), request.timezone)})"
         + (f": {', '.join(stamped)}" if stamped else "")
+        + (f"; {unaffected} read none of the changed keys" if unaffected else "")
         + (
             f"; {len(done_before)} already restarted for this change: {', '.join(done_before)}"
             if done_before
