@@ -38,14 +38,21 @@ Core = kubernetes.client.CoreV1Api
 Apps = kubernetes.client.AppsV1Api
 
 
-def helm(cluster: Cluster, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+def helm(
+    cluster: Cluster, *args: str, check: bool = True, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    """The pinned helm against the cluster; with ``check``, a failure fails the test with
+    helm's output."""
+    result = subprocess.run(
         [str(binaries.locate()["helm"]), f"--kubeconfig={cluster.kubeconfig}", *args],
         capture_output=True,
         text=True,
-        check=check,
-        timeout=180,
+        check=False,
+        timeout=timeout,
     )
+    if check and result.returncode != 0:
+        pytest.fail(f"helm {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+    return result
 
 
 def objects_of(manifest: str) -> list[dict[str, Any]]:

@@ -23,9 +23,9 @@ import pytest
 from restarter_cluster import binaries, images, node
 from restarter_cluster.cluster import Cluster
 from restarter_cluster.node import RealNode
-from tests.conftest import REPO, wait_for
+from tests.conftest import wait_for
+from tests.integration.test_chart import CHART, helm
 
-CHART = REPO / "charts" / "restarter"
 Core = kubernetes.client.CoreV1Api
 Apps = kubernetes.client.AppsV1Api
 #: Seconds between the test operator's timer ticks (the chart's default is 60).
@@ -53,19 +53,6 @@ def real_node(cluster: Cluster) -> RealNode:
         pytest.fail(f"the real node's binaries or images are not built: {error}")
     FIGURES.append(f"real node Ready in {time.monotonic() - started:.1f} s")
     return running
-
-
-def helm(cluster: Cluster, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [str(binaries.locate()["helm"]), f"--kubeconfig={cluster.kubeconfig}", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
-    if check and result.returncode != 0:
-        pytest.fail(f"helm {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
-    return result
 
 
 def on_the_real_node() -> list[str]:
@@ -121,7 +108,14 @@ class Release:
 
     def uninstall(self, *options: str) -> subprocess.CompletedProcess[str]:
         return helm(
-            self.cluster, "uninstall", self.name, "-n", self.namespace, *options, check=False
+            self.cluster,
+            "uninstall",
+            self.name,
+            "-n",
+            self.namespace,
+            *options,
+            check=False,
+            timeout=300,  # the hook may take --timeout=4m
         )
 
 
@@ -162,6 +156,7 @@ def install(cluster: Cluster, real_node: RealNode, core: Core) -> Iterator[Calla
             "--create-namespace",
             *values,
             *options,
+            timeout=300,
         )
         release = Release(cluster, real_node, core, name, namespace, watched)
         made.append(release)
