@@ -305,13 +305,14 @@ class Cluster:
 
     def _wait_etcd(self, deadline: float) -> None:
         url = f"http://127.0.0.1:{self.ports['etcd']}/health"
-        self._poll(lambda: _http_ok(url, None), "etcd", deadline)
+        self.poll(lambda: _http_ok(url, None), "etcd", deadline)
 
     def _wait_apiserver(self, deadline: float) -> None:
         context = self._ssl_context()
-        self._poll(lambda: _http_ok(f"{self.server}/readyz", context), "kube-apiserver", deadline)
+        self.poll(lambda: _http_ok(f"{self.server}/readyz", context), "kube-apiserver", deadline)
 
-    def _poll(self, check: Callable[[], bool], what: str, deadline: float) -> None:
+    def poll(self, check: Callable[[], bool], what: str, deadline: float) -> None:
+        """Wait until ``check`` holds, failing early when a component exited."""
         while time.monotonic() < deadline:
             self.check_alive()
             if check():
@@ -378,8 +379,8 @@ class Cluster:
         def default_service_account() -> bool:
             return self.kubectl("get", "serviceaccount", "default", check=False).returncode == 0
 
-        self._poll(nodes_ready, "kwok nodes", deadline)
-        self._poll(default_service_account, "kube-controller-manager", deadline)
+        self.poll(nodes_ready, "kwok nodes", deadline)
+        self.poll(default_service_account, "kube-controller-manager", deadline)
 
     def env(self) -> dict[str, str]:
         """Environment variables that point clients at this cluster."""

@@ -22,7 +22,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,11 +121,11 @@ class RealNode:
         self.cluster.start_component(
             "containerd", self._inside(["containerd", f"--config={self._containerd_config()}"])
         )
-        self._poll(lambda: self._ctr("version").returncode == 0, "containerd", deadline)
+        self.cluster.poll(lambda: self._ctr("version").returncode == 0, "containerd", deadline)
         for archive in archives:
             self._ctr("images", "import", str(archive), check=True)
         self.cluster.start_component("kubelet", self._inside(self._kubelet_args()))
-        self._poll(self._ready, "the real node", deadline)
+        self.cluster.poll(self._ready, "the real node", deadline)
 
     def clean_up(self) -> None:
         """After its processes stopped: end its containers, unmount, drop the namespace."""
@@ -331,14 +330,6 @@ disabled_plugins = [
             return False
         conditions = json.loads(out.stdout).get("status", {}).get("conditions", [])
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-
-    def _poll(self, check: Callable[[], bool], what: str, deadline: float) -> None:
-        while time.monotonic() < deadline:
-            self.cluster.check_alive()
-            if check():
-                return
-            time.sleep(0.5)
-        raise NodeError(f"{what} not ready in time; see {self.cluster.directory / 'logs'}")
 
     def _is_ours(self, pid: int) -> bool:
         """A container process in the node's cgroups, or a shim serving its containerd."""
