@@ -55,6 +55,13 @@ def test_when_the_lease_holder_dies_with_a_restart_pending_it_happens_once_in_th
     assert {pod.spec.node_name for pod in pods.values()} == {"real-node"}
     leader = wait_for(lambda: _holder(coordination, release), 60, message="a Lease holder")
     assert leader in pods
+    # The holder starts kopf only once it holds the Lease; on a loaded machine that start
+    # (imports, listings) took longer than the checksum wait below.
+    wait_for(
+        lambda: "Initial authentication has finished" in release.log(leader),
+        120,
+        message="the Lease holder's kopf started",
+    )
     budget = policy.read_namespaced_pod_disruption_budget(
         f"{release.name}-restarter", release.namespace
     )
