@@ -33,8 +33,10 @@ SAMPLES = {
     "--leader-election": "true",
     "--lease-namespace": "leases",
     "--lease-name": "lease",
+    "--reloader-annotations": "true",
+    "--reloader-window": "03.00",
 }
-SWITCHES = {"--leader-election"}
+SWITCHES = {"--leader-election", "--reloader-annotations"}
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,8 @@ from typing import Any, Protocol
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from restarter.cluster.reference_map import ReferenceMap, references_of
+from restarter.cluster.reference_map import ReferenceMap, uses_of
+from restarter.model.optin import OptIn
 from restarter.model.references import WORKLOAD_KINDS
 from restarter.runtime.kube import Api
 
@@ -51,29 +52,43 @@ class Gone(Exception):
     """The watch's resourceVersion is older than the server keeps: list again."""
 
 
-class Stream:
-    """One workload kind in one namespace (None: all): list, then watch, forever."""
+class ListWatch:
+    """One resource in one namespace (None: all): a paged list, then a watch, forever.
+
+    Subclasses say what to list and watch (``list_page``, ``open_watch``) and what to do
+    with what arrives (``take``, ``took_listing``, ``take_event``).
+    """
 
     def __init__(
         self,
-        api: Api,
-        reference_map: ReferenceMap,
-        plural: str,
+        resource: str,
         namespace: str | None,
-        inspect: Inspector,
         stopping: threading.Event,
         on_sync: Callable[[], None],
     ) -> None:
-        self.api, self.reference_map, self.plural, self.namespace = (
-            api,
-            reference_map,
-            plural,
-            namespace,
-        )
-        self.inspect, self.stopping, self.on_sync = inspect, stopping, on_sync
+        self.resource, self.namespace = resource, namespace
+        self.stopping, self.on_sync = stopping, on_sync
         self.synced = threading.Event()
         self.lists = 0
         self.scope = namespace or "all namespaces"
+
+    def list_page(self, token: str | None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def open_watch(self, resource_version: str) -> Any:
+        raise NotImplementedError
+
+    def take(self, item: dict[str, Any], listing: dict[tuple[str, str], Any]) -> None:
+        """One listed object, into ``listing`` ((namespace, name) → what is kept of it)."""
+        raise NotImplementedError
+
+    def took_listing(self, listing: dict[tuple[str, str], Any]) -> str:
+        """A complete listing arrived; what to add to its log line."""
+        raise NotImplementedError
+
+    def take_event(self, kind: str, body: dict[str, Any]) -> None:
+        """One watch event (ADDED, MODIFIED or DELETED)."""
+        raise NotImplementedError
 
     def run(self) -> None:
         resource_version: str | None = None
@@ -88,12 +103,12 @@ class Stream:
             except Gone:
                 # Until the new listing lands, changes wait rather than miss a new user.
                 self._synced(False)
-                log.info(f"{self.plural} in {self.scope}: watch history expired; listing again")
+                log.info(f"{self.resource} in {self.scope}: watch history expired; listing again")
                 resource_version = None
             except Exception as error:  # the stream must outlive any one failure
                 self._synced(False)
                 log.warning(
-                    f"{self.plural} in {self.scope}: {_describe(error)}; listing in {delay:g}s"
+                    f"{self.resource} in {self.scope}: {_describe(error)}; listing in {delay:g}s"
                 )
                 # A resumed watch would be in sync on connecting but deliver what changed
                 # during the failure only afterwards: a change handled in between would miss
@@ -111,43 +126,35 @@ class Stream:
         self.on_sync()
 
     def list_all(self) -> str:
-        """A complete listing into the map; the resourceVersion to watch from."""
+        """A complete listing taken; the resourceVersion to watch from."""
         while True:
             try:
                 listed, resource_version = self._pages()
             except ApiException as error:
                 if error.status != 410:
                     raise
-                log.info(f"{self.plural} in {self.scope}: list expired mid-way; listing again")
+                log.info(f"{self.resource} in {self.scope}: list expired mid-way; listing again")
                 continue
-            change = self.reference_map.replace(self.plural, self.namespace, listed)
-            self.inspect.listed(self.plural, self.namespace, set(listed))
+            noted = self.took_listing(listed)
             self.lists += 1
-            relisted = (
-                f" (relisted: {len(change.gained)} gained, {len(change.lost)} lost references)"
-                if self.lists > 1
-                else ""
-            )
-            log.info(f"listed {len(listed)} {self.plural} in {self.scope}{relisted}")
+            log.info(f"listed {len(listed)} {self.resource} in {self.scope}{noted}")
             return resource_version
 
     def _pages(self) -> tuple[dict[tuple[str, str], Any], str]:
         listed: dict[tuple[str, str], Any] = {}
         token: str | None = None
         while True:
-            page = self.api.list_page(self.plural, self.namespace, token, PAGE_SIZE)
+            page = self.list_page(token)
             for item in page.get("items") or []:
-                metadata = item["metadata"]
-                listed[metadata["namespace"], metadata["name"]] = references_of(item)
-                self.inspect.observe(self.plural, item)
+                self.take(item, listed)
             token = page["metadata"].get("continue")
             if not token:
                 return listed, str(page["metadata"]["resourceVersion"])
 
     def watch_from(self, resource_version: str) -> str:
-        """Apply watch events until the server ends the watch; the last version seen."""
+        """Take watch events until the server ends the watch; the last version seen."""
         try:
-            response = self.api.watch(self.plural, self.namespace, resource_version, WATCH_TIMEOUT)
+            response = self.open_watch(resource_version)
         except ApiException as error:
             if error.status == 410:
                 raise Gone() from None
@@ -164,22 +171,65 @@ class Stream:
                 resource_version = str(metadata.get("resourceVersion", resource_version))
                 if kind == "BOOKMARK":
                     continue
-                self.reference_map.apply(
-                    str(kind),
-                    self.plural,
-                    metadata["namespace"],
-                    metadata["name"],
-                    references_of(body),
-                )
-                if kind == "DELETED":
-                    self.inspect.deleted(self.plural, metadata["namespace"], metadata["name"])
-                else:
-                    self.inspect.observe(self.plural, body)
+                self.take_event(str(kind), body)
                 if self.stopping.is_set():
                     break
         finally:
             response.release_conn()
         return resource_version
+
+
+class Stream(ListWatch):
+    """One workload kind in one namespace (None: all), kept in the reference map."""
+
+    def __init__(
+        self,
+        api: Api,
+        reference_map: ReferenceMap,
+        plural: str,
+        namespace: str | None,
+        inspect: Inspector,
+        stopping: threading.Event,
+        on_sync: Callable[[], None],
+        reloader: bool = False,
+    ) -> None:
+        super().__init__(plural, namespace, stopping, on_sync)
+        self.api, self.reference_map, self.plural = api, reference_map, plural
+        self.inspect, self.reloader = inspect, reloader
+        self._optins: dict[tuple[str, str], OptIn] = {}
+
+    def list_page(self, token: str | None) -> dict[str, Any]:
+        return self.api.list_page(self.plural, self.namespace, token, PAGE_SIZE)
+
+    def open_watch(self, resource_version: str) -> Any:
+        return self.api.watch(self.plural, self.namespace, resource_version, WATCH_TIMEOUT)
+
+    def take(self, item: dict[str, Any], listing: dict[tuple[str, str], Any]) -> None:
+        metadata = item["metadata"]
+        refs, optin = uses_of(item, self.reloader)
+        listing[metadata["namespace"], metadata["name"]] = refs
+        if optin is not None:
+            self._optins[metadata["namespace"], metadata["name"]] = optin
+        self.inspect.observe(self.plural, item)
+
+    def took_listing(self, listing: dict[tuple[str, str], Any]) -> str:
+        optins, self._optins = self._optins, {}
+        change = self.reference_map.replace(self.plural, self.namespace, listing, optins)
+        self.inspect.listed(self.plural, self.namespace, set(listing))
+        if self.lists:
+            return f" (relisted: {len(change.gained)} gained, {len(change.lost)} lost references)"
+        return ""
+
+    def take_event(self, kind: str, body: dict[str, Any]) -> None:
+        metadata = body.get("metadata") or {}
+        refs, optin = uses_of(body, self.reloader)
+        self.reference_map.apply(
+            kind, self.plural, metadata["namespace"], metadata["name"], refs, optin
+        )
+        if kind == "DELETED":
+            self.inspect.deleted(self.plural, metadata["namespace"], metadata["name"])
+        else:
+            self.inspect.observe(self.plural, body)
 
 
 def _events(response: Any) -> Iterator[dict[str, Any]]:
@@ -203,12 +253,15 @@ class WorkloadWatcher:
         reference_map: ReferenceMap,
         namespaces: tuple[str, ...],
         inspect: Inspector,
+        reloader: bool = False,
     ) -> None:
         self.stopping = threading.Event()
         self.in_sync = threading.Event()
         scopes: tuple[str | None, ...] = namespaces or (None,)
         self.streams = [
-            Stream(api, reference_map, plural, scope, inspect, self.stopping, self._update)
+            Stream(
+                api, reference_map, plural, scope, inspect, self.stopping, self._update, reloader
+            )
             for plural in WORKLOAD_KINDS
             for scope in scopes
         ]
@@ -223,7 +276,7 @@ class WorkloadWatcher:
     def start(self) -> WorkloadWatcher:
         for stream in self.streams:
             threading.Thread(
-                target=stream.run, name=f"watch-{stream.plural}-{stream.scope}", daemon=True
+                target=stream.run, name=f"watch-{stream.resource}-{stream.scope}", daemon=True
             ).start()
         return self
 

@@ -41,6 +41,11 @@ TIMEZONE = f"{PREFIX}/timezone"
 #: Annotation on a source: its window's length (``90m``, ``2h``), overriding the default.
 WINDOW_LENGTH = f"{PREFIX}/window-length"
 
+#: Annotation on a Deployment, StatefulSet or DaemonSet: the workload opts in. When a source
+#: it uses changes, labelled or not, it restarts in this window (the label's grammar; the
+#: ``cron``, ``timezone`` and ``window-length`` annotations on the workload go with it).
+WORKLOAD_RESTART_AT = f"{PREFIX}/restart-at"
+
 #: Annotation on a workload: ``"true"`` opts it out; restarter never restarts it.
 IGNORE = f"{PREFIX}/ignore"
 

@@ -15,6 +15,7 @@ whatever happens to the source or the operator's defaults afterwards.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import json
@@ -38,6 +39,13 @@ from restarter.model.schedule import (
 
 NOW = "now"
 CRON = "cron"
+
+#: Where a mark's window came from: the source's ``restart-at`` label, the workload's
+#: ``restarter.io/restart-at`` annotation, or the operator's default for workloads that
+#: opted in through Reloader's annotations alone.
+FROM_SOURCE, FROM_WORKLOAD, FROM_RELOADER = "source", "workload", "reloader-default"
+ORIGINS = (FROM_SOURCE, FROM_WORKLOAD, FROM_RELOADER)
+
 
 #: Changed keys named in a mark at most (a mark must stay small; the Event names them all).
 MARK_KEYS = 20
@@ -96,6 +104,8 @@ class WindowRequest:
     timezone: str
     length: dt.timedelta
     cron: str | None = None
+    origin: str = FROM_SOURCE
+    """Where the window was read (``ORIGINS``): it is named in the mark and in ``plan``."""
 
     def window(self) -> Window:
         return _build_window(self.at, self.timezone, self.length, self.cron)
@@ -126,6 +136,8 @@ class WindowRequest:
             value |= {"timezone": self.timezone, "length": format_length(self.length)}
         if self.cron is not None:
             value["cron"] = self.cron
+        if self.origin != FROM_SOURCE:
+            value["from"] = self.origin
         return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
@@ -140,6 +152,38 @@ def _validated(request: WindowRequest, min_length: dt.timedelta) -> WindowReques
     return request
 
 
+def _from_fields(
+    at: str,
+    annotations: Mapping[str, str],
+    default_zone: str,
+    default_length: dt.timedelta,
+    min_length: dt.timedelta,
+    asked_by: str,
+) -> WindowRequest:
+    """The request an ``at`` value (``asked_by`` names where it was read, for errors)
+    and its companion annotations make."""
+    cron = annotations.get(keys.CRON)
+    zone = annotations.get(keys.TIMEZONE, default_zone)
+    length_text = annotations.get(keys.WINDOW_LENGTH)
+    length = default_length if length_text is None else parse_length(length_text)
+    if at == CRON:
+        if cron is None:
+            raise ScheduleError(
+                f"{asked_by}=cron needs the annotation {keys.CRON} (e.g. '0 3 * * 1-5')"
+            )
+        request = WindowRequest(CRON, zone, length, parse_cron(cron))
+    elif cron is not None:
+        raise ScheduleError(
+            f"annotation {keys.CRON} is only read with {asked_by}=cron (it says {at!r})"
+        )
+    elif at == NOW:
+        parse_zone(zone)  # a bad zone is an error even where it does not matter
+        request = WindowRequest(NOW, zone, length)
+    else:
+        request = WindowRequest("_".join(_daily_starts(at)), zone, length)
+    return _validated(request, min_length)
+
+
 def from_source(
     metadata: Mapping[str, Any],
     default_zone: str,
@@ -149,27 +193,41 @@ def from_source(
     """The request a source's label and annotations make; ScheduleError says what is wrong."""
     label = (metadata.get("labels") or {}).get(keys.RESTART_AT_LABEL, "")
     annotations = metadata.get("annotations") or {}
-    cron = annotations.get(keys.CRON)
-    zone = annotations.get(keys.TIMEZONE, default_zone)
-    length_text = annotations.get(keys.WINDOW_LENGTH)
-    length = default_length if length_text is None else parse_length(length_text)
-    if label == CRON:
-        if cron is None:
-            raise ScheduleError(
-                f"label restart-at=cron needs the annotation {keys.CRON} (e.g. '0 3 * * 1-5')"
-            )
-        request = WindowRequest(CRON, zone, length, parse_cron(cron))
-    elif cron is not None:
-        raise ScheduleError(
-            f"annotation {keys.CRON} is only read with the label restart-at=cron "
-            f"(the label says {label!r})"
+    return _from_fields(
+        label, annotations, default_zone, default_length, min_length, "label restart-at"
+    )
+
+
+def from_workload(
+    annotations: Mapping[str, str],
+    default_zone: str,
+    default_length: dt.timedelta,
+    min_length: dt.timedelta = dt.timedelta(0),
+    default_at: str = NOW,
+) -> WindowRequest:
+    """The request a workload that opted in makes: its ``restarter.io/restart-at``
+    annotation (same grammar as the label) and the companion annotations on it, or
+    ``default_at`` (the operator's window for Reloader's annotations) without one."""
+    at = annotations.get(keys.WORKLOAD_RESTART_AT)
+    if at is None:
+        request = _from_fields(
+            default_at,
+            {k: v for k, v in annotations.items() if k != keys.CRON},
+            default_zone,
+            default_length,
+            min_length,
+            "the default window",
         )
-    elif label == NOW:
-        parse_zone(zone)  # a bad zone is an error even where it does not matter
-        request = WindowRequest(NOW, zone, length)
-    else:
-        request = WindowRequest("_".join(_daily_starts(label)), zone, length)
-    return _validated(request, min_length)
+        return dataclasses.replace(request, origin=FROM_RELOADER)
+    request = _from_fields(
+        at.strip(),
+        annotations,
+        default_zone,
+        default_length,
+        min_length,
+        f"annotation {keys.WORKLOAD_RESTART_AT}",
+    )
+    return dataclasses.replace(request, origin=FROM_WORKLOAD)
 
 
 def from_mark(value: str, default_zone: str, default_length: dt.timedelta) -> WindowRequest:
@@ -179,13 +237,17 @@ def from_mark(value: str, default_zone: str, default_length: dt.timedelta) -> Wi
     try:
         fields = json.loads(value)
         at = fields["at"]
+        origin = fields.get("from", FROM_SOURCE)
+        if origin not in ORIGINS:
+            origin = FROM_SOURCE
         if at == NOW:
-            return WindowRequest(NOW, default_zone, default_length)
+            return WindowRequest(NOW, default_zone, default_length, origin=origin)
         request = WindowRequest(
             at=at if at == CRON else "_".join(_daily_starts(at)),
             timezone=fields["timezone"],
             length=parse_length(fields["length"]),
             cron=parse_cron(fields["cron"]) if at == CRON else None,
+            origin=origin,
         )
     except ScheduleError:
         raise

@@ -1,11 +1,14 @@
-"""Events on the objects a handler is about, through kopf's queue (its handler context)."""
+"""Events on the objects a flow is about: through kopf's queue inside its handlers, or
+straight to the API outside them (kopf's queue exists only in its handlers' context)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import kopf
+
+from restarter.runtime.kube import Api
 
 
 def event(obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
@@ -15,3 +18,36 @@ def event(obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> No
 
 def warn(obj: Mapping[str, Any], *, reason: str, message: str) -> None:
     kopf.warn(cast(Any, obj), reason=reason, message=message)
+
+
+class Poster(Protocol):
+    def event(self, obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None: ...
+
+    def warn(self, obj: Mapping[str, Any], *, reason: str, message: str) -> None: ...
+
+
+class KopfPoster:
+    """Inside a kopf handler: its queue posts the Events in the background."""
+
+    def event(self, obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
+        event(obj, type=type, reason=reason, message=message)
+
+    def warn(self, obj: Mapping[str, Any], *, reason: str, message: str) -> None:
+        warn(obj, reason=reason, message=message)
+
+
+#: The poster of kopf's handlers (it holds nothing).
+KOPF = KopfPoster()
+
+
+class ApiPoster:
+    """Outside kopf's handlers: one create request per Event, from the calling thread."""
+
+    def __init__(self, api: Api) -> None:
+        self.api = api
+
+    def event(self, obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
+        self.api.post_object_event(obj, {"type": type, "reason": reason, "message": message})
+
+    def warn(self, obj: Mapping[str, Any], *, reason: str, message: str) -> None:
+        self.event(obj, type="Warning", reason=reason, message=message)

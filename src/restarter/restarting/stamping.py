@@ -55,7 +55,42 @@ class SourceContext:
     by every source handler."""
 
     logger: logging.Logger | logging.LoggerAdapter[Any]
-    """kopf's logger of this source."""
+    """kopf's logger of this source (restarter's own for a source kopf does not watch)."""
+
+    poster: posting.Poster = posting.KOPF
+    """How Events are posted: kopf's queue in its handlers, the API outside them."""
+
+    def watched(self, source: Mapping[str, Any]) -> bool:
+        """True while a change of the source can restart something: it is labelled, or a
+        workload that opted in may ask for it."""
+        metadata = source["metadata"]
+        if keys.RESTART_AT_LABEL in (metadata.get("labels") or {}):
+            return True
+        return self.reference_map.wants(metadata["namespace"], self.kind, metadata["name"])
+
+
+#: How a workload's Event names where its window came from.
+ORIGIN_NOTES = {
+    windows.FROM_SOURCE: "",
+    windows.FROM_WORKLOAD: f" (the workload's {keys.WORKLOAD_RESTART_AT})",
+    windows.FROM_RELOADER: " (the default for Reloader's annotations)",
+}
+
+
+def _invalid_workload_window(
+    context: SourceContext, plural: str, namespace: str, name: str, error: ScheduleError
+) -> None:
+    """A workload that opted in with a window restarter cannot read: a Warning on it."""
+    message = f"{error}; no restart is scheduled for this workload"
+    context.logger.warning(f"{WORKLOAD_KINDS[plural]} {name}: {message}")
+    metrics.INVALID_WINDOWS.labels(WORKLOAD_KINDS[plural]).inc()
+    workload = context.api.read_workload(plural, namespace, name)
+    if workload is not None:
+        context.poster.warn(
+            {**workload, "apiVersion": "apps/v1", "kind": WORKLOAD_KINDS[plural]},
+            reason="InvalidWindow",
+            message=message,
+        )
 
 
 def _when(instant: dt.datetime, zone_name: str) -> str:
@@ -92,8 +127,8 @@ async def check_source(context: SourceContext, source: Mapping[str, Any]) -> Non
         await asyncio.sleep(delay)
         delay = min(delay * 2, MAX_STAMP_RETRY_DELAY)
         fresh = await asyncio.to_thread(context.api.read_source, context.kind, namespace, name)
-        if fresh is None or keys.RESTART_AT_LABEL not in (fresh["metadata"].get("labels") or {}):
-            return  # deleted or unlabelled meanwhile: nothing to restart for
+        if fresh is None or not context.watched(fresh):
+            return  # deleted, or unlabelled and unwanted meanwhile: nothing to restart for
         if already_seen(context, fresh):
             return
         source = fresh
@@ -145,33 +180,52 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
             logger.info("recorded the per-key digests of unchanged data; nothing restarts")
         seen[kind, namespace, name] = current
         return True
-    try:
-        request = windows.from_source(
-            metadata, settings.timezone, settings.window_length, settings.min_window_length
-        )
-    except ScheduleError as error:
-        message = f"{error}; no restart is scheduled"
-        logger.warning(message)
-        metrics.INVALID_WINDOWS.labels(SOURCE_KINDS[kind]).inc()
-        posting.warn(source, reason="InvalidWindow", message=message)
-        if change is Change.BASELINE:
-            record_checksum()
-        return True
-    window = request.window()
+    labelled = keys.RESTART_AT_LABEL in (metadata.get("labels") or {})
+    request: windows.WindowRequest | None = None
+    if labelled:
+        try:
+            request = windows.from_source(
+                metadata, settings.timezone, settings.window_length, settings.min_window_length
+            )
+        except ScheduleError as error:
+            # Workloads that opted in still restart in their own windows.
+            message = f"{error}; no restart is scheduled by this label"
+            logger.warning(message)
+            metrics.INVALID_WINDOWS.labels(SOURCE_KINDS[kind]).inc()
+            context.poster.warn(source, reason="InvalidWindow", message=message)
+    asked = f"in window {request.describe()}" if request else "for the workloads that opted in"
     if change is Change.BASELINE:
         record_checksum()
-        logger.info(
-            f"first sight: recorded the checksum; restarts follow data changes "
-            f"in window {request.describe()}"
-        )
+        logger.info(f"first sight: recorded the checksum; restarts follow data changes {asked}")
         return True
 
     # Only the workloads that read a changed key (all of them when which keys changed is
-    # unknown), each with the changed keys it reads.
-    readers = context.reference_map.affected(namespace, kind, name, changed)
-    seen_keys = {(plural, dependent): keys_read for plural, dependent, keys_read in readers}
+    # unknown), each with the changed keys it reads, in its own window when it opted in
+    # for this source (the workload's window wins), else in the source's.
+    readers = context.reference_map.targets(namespace, kind, name, changed, metadata)
+    requests: dict[tuple[str, str], windows.WindowRequest] = {}
+    for target in readers:
+        if target.optin is not None:
+            try:
+                requests[target.plural, target.name] = windows.from_workload(
+                    target.optin.window_annotations(),
+                    settings.timezone,
+                    settings.window_length,
+                    settings.min_window_length,
+                    settings.reloader_window,
+                )
+            except ScheduleError as error:
+                _invalid_workload_window(context, target.plural, namespace, target.name, error)
+        elif request is not None:
+            requests[target.plural, target.name] = request
+    seen_keys = {
+        (target.plural, target.name): target.keys
+        for target in readers
+        if (target.plural, target.name) in requests
+    }
     targets = sorted(seen_keys)
-    unaffected = len(context.reference_map.dependents(namespace, kind, name)) - len(targets)
+    not_asked = len(readers) - len(targets)
+    unaffected = max(0, len(context.reference_map.dependents(namespace, kind, name)) - len(readers))
     what_changed = describe_keys(changed)
 
     # The change gets an id before the first stamp, kept on the source until the checksum
@@ -180,16 +234,16 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
     change_id, begin = decisions.change_id(metadata, current)
     if begin and targets:
         api.patch_source(kind, namespace, name, decisions.begin_change_patch(change_id, current))
-    # One patch per distinct set of keys read: most dependents share one.
+    # One patch per distinct set of keys read and window: most dependents share one.
     patches = {
-        keys_read: decisions.stamp_patch(kind, name, now, request, change_id, keys_read)
-        for keys_read in set(seen_keys.values())
+        asked_for: decisions.stamp_patch(kind, name, now, asked_for[1], change_id, asked_for[0])
+        for asked_for in {(seen_keys[dependent], requests[dependent]) for dependent in targets}
     }
     token = keys.source_token(kind, name)
 
     def stamp(dependent: tuple[str, str]) -> dict[str, Any] | Exception | None:
         try:
-            patch = patches[seen_keys[dependent]]
+            patch = patches[seen_keys[dependent], requests[dependent]]
             return api.patch_workload(dependent[0], namespace, dependent[1], patch)
         except Exception as error:  # one refused patch must not stop the others
             return error
@@ -213,29 +267,39 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
             continue
         stamped.append(label)
         metrics.STAMPED.labels(WORKLOAD_KINDS[plural]).inc()
-        when = next_restart(window, now, decisions.last_restart(annotations, now))
-        posting.event(
+        asked_for = requests[plural, dependent]
+        when = next_restart(asked_for.window(), now, decisions.last_restart(annotations, now))
+        context.poster.event(
             workload,
             type="Normal",
             reason="RestartScheduled",
             message=f"{what} changed ({describe_keys(seen_keys[plural, dependent])}); "
-            f"restart scheduled in window "
-            f"{request.describe()} (next restart {_when(when, request.timezone)})",
+            f"restart scheduled in window {asked_for.describe()}{ORIGIN_NOTES[asked_for.origin]} "
+            f"(next restart {_when(when, asked_for.timezone)})",
         )
     if failed:
         # The checksum stays unrecorded and the caller stamps again; the stamps that
         # succeeded are idempotent, and a dependent restarted meanwhile drops the mark.
         message = f"could not schedule the restart of {', '.join(failed)}; will retry"
-        posting.warn(source, reason="StampFailed", message=message)
+        context.poster.warn(source, reason="StampFailed", message=message)
         return False
+    if labelled and request is None:
+        # The label's own dependents wait for a window restarter can read: the change stays
+        # unrecorded, so the corrected label schedules them.
+        return True
     record_checksum()
     metrics.CHANGES.labels(SOURCE_KINDS[kind]).inc()
     message = (
         f"data changed ({what_changed}); {len(stamped)} dependent workload(s) scheduled for "
-        f"restart in window {request.describe()} "
-        f"(next start {_when(window.next_start(now), request.timezone)})"
+        + (
+            f"restart in window {request.describe()} "
+            f"(next start {_when(request.window().next_start(now), request.timezone)})"
+            if request is not None
+            else "restart in the windows they opted in with"
+        )
         + (f": {', '.join(stamped)}" if stamped else "")
         + (f"; {unaffected} read none of the changed keys" if unaffected else "")
+        + (f"; {not_asked} did not opt in for it" if not_asked else "")
         + (
             f"; {len(done_before)} already restarted for this change: {', '.join(done_before)}"
             if done_before
@@ -243,5 +307,5 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
         )
     )
     logger.info(message)
-    posting.event(source, type="Normal", reason="ChangeDetected", message=message)
+    context.poster.event(source, type="Normal", reason="ChangeDetected", message=message)
     return True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -11,16 +12,22 @@ import kubernetes
 
 from restarter.cluster.reference_map import ReferenceMap
 from restarter.cluster.seen_marks import SeenMarks
+from restarter.cluster.source_watching import SourceWatcher
 from restarter.cluster.workload_watching import WorkloadWatcher
 from restarter.commands.release_finalizers import FinalizerReleaser, ReleaseFailed
 from restarter.model import keys
 from restarter.model.references import SOURCE_KINDS, WORKLOAD_KINDS
+from restarter.restarting import posting
+from restarter.restarting.checking import SourceChecks
 from restarter.restarting.observing import PacerSweeper, WorkloadObserver
 from restarter.restarting.pacing import Pacer
 from restarter.restarting.stamping import SourceContext, check_source
 from restarter.restarting.ticking import TimerContext, restart_when_due, timer_wanted
 from restarter.runtime.kube import Api
 from restarter.runtime.settings import Settings
+
+#: The log of sources kopf does not watch (unlabelled ones that workloads opted in for).
+SOURCES_LOG = logging.getLogger("restarter.sources")
 
 #: Source kind → the kopf resource plural watched for it.
 SOURCE_RESOURCES = {"secret": "secrets", "configmap": "configmaps"}
@@ -42,8 +49,32 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
     pacer = Pacer(settings.pacing, stale_after=2.5 * settings.timer_interval)
     seen = SeenMarks()
     observer = WorkloadObserver(api, pacer, seen)
-    watcher = WorkloadWatcher(api, reference_map, settings.namespaces, observer)
+    watcher = WorkloadWatcher(
+        api, reference_map, settings.namespaces, observer, settings.reloader_annotations
+    )
     sweeper = PacerSweeper(api, pacer)
+
+    def unlabelled_context(kind: str) -> SourceContext:
+        return SourceContext(
+            kind,
+            settings,
+            api,
+            reference_map,
+            watcher.in_sync,
+            seen_checksums,
+            SOURCES_LOG,
+            posting.ApiPoster(api),
+        )
+
+    checks = SourceChecks(unlabelled_context)
+    sources = SourceWatcher(api, reference_map, settings.namespaces, checks.submit)
+
+    @kopf.on.startup(registry=registry, id="watch_unlabelled_sources")
+    async def watch_unlabelled_sources(**_: Any) -> None:
+        """Start the metadata watch of sources and the checks of unlabelled sources that
+        workloads opted in for (what the workload streams find wanted waits for them)."""
+        checks.start()
+        sources.start()
 
     @kopf.on.startup(registry=registry, id="share_threads")
     async def share_threads(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -87,6 +118,7 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
         Their marks stay; the next start re-adds the finalizer with the timer.
         """
         watcher.stop()
+        sources.stop()
         sweeper.stop()
         apps = kubernetes.client.AppsV1Api(api.client)
         try:

@@ -37,6 +37,11 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+#: What a metadata-only list and watch ask for: the server sends PartialObjectMetadata.
+METADATA_LIST = {"Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"}
+METADATA_WATCH = {"Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"}
+
+
 class Conflict(RuntimeError):
     """The object changed since it was read (HTTP 409); decide again on the next tick."""
 
@@ -170,16 +175,30 @@ class Api:
     ) -> None:
         """An Event on a workload from outside kopf's handlers (``type``, ``reason``,
         ``message``), shown by ``kubectl describe`` like kopf's own."""
+        self._post(
+            {"apiVersion": "apps/v1", "kind": WORKLOAD_KINDS[plural], "uid": uid},
+            namespace,
+            name,
+            event,
+        )
+
+    def post_object_event(self, obj: Mapping[str, Any], event: Mapping[str, str]) -> None:
+        """An Event on an object read from the API (its apiVersion, kind and metadata)."""
+        metadata = obj.get("metadata") or {}
+        involved = {
+            "apiVersion": obj.get("apiVersion", ""),
+            "kind": obj.get("kind", ""),
+            "uid": metadata.get("uid", ""),
+        }
+        self._post(involved, metadata.get("namespace", ""), metadata.get("name", ""), event)
+
+    def _post(
+        self, involved: Mapping[str, str], namespace: str, name: str, event: Mapping[str, str]
+    ) -> None:
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body: Any = {
             "metadata": {"generateName": f"{name}.", "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": "apps/v1",
-                "kind": WORKLOAD_KINDS[plural],
-                "name": name,
-                "namespace": namespace,
-                "uid": uid,
-            },
+            "involvedObject": {**involved, "name": name, "namespace": namespace},
             "type": event["type"],
             "reason": event["reason"],
             "message": event["message"][:1024],
@@ -261,6 +280,42 @@ class Api:
             _request_timeout=(REQUEST_TIMEOUT[0], timeout + 30),
             _preload_content=False,
         )
+
+    def list_source_metadata(
+        self, kind: str, namespace: str | None, continue_token: str | None, limit: int
+    ) -> dict[str, Any]:
+        """One page of a consistent list of Secrets or ConfigMaps, metadata only (names,
+        labels, annotations, resourceVersion: never data)."""
+        options: dict[str, Any] = {"limit": limit, "_request_timeout": REQUEST_TIMEOUT}
+        if continue_token:
+            options["_continue"] = continue_token
+        lister = self._source_lister(kind, namespace)
+        response = retrying(
+            lambda: lister(**options, _headers=METADATA_LIST, _preload_content=False), "list"
+        )
+        return self._plain(response)
+
+    def watch_source_metadata(
+        self, kind: str, namespace: str | None, resource_version: str, timeout: int
+    ) -> Any:
+        """A metadata-only watch of Secrets or ConfigMaps from ``resource_version``, with
+        bookmarks: the raw streaming response, to be closed by the caller."""
+        return self._source_lister(kind, namespace)(
+            watch=True,
+            resource_version=resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=timeout,
+            _headers=METADATA_WATCH,
+            _request_timeout=(REQUEST_TIMEOUT[0], timeout + 30),
+            _preload_content=False,
+        )
+
+    def _source_lister(self, kind: str, namespace: str | None) -> Callable[..., Any]:
+        stem = {"secret": "secret", "configmap": "config_map"}[kind]
+        if namespace:
+            method = getattr(self._core, f"list_namespaced_{stem}")
+            return lambda **options: method(namespace, **options)
+        return cast(Callable[..., Any], getattr(self._core, f"list_{stem}_for_all_namespaces"))
 
     def _lister(self, plural: str, namespace: str | None) -> Callable[..., Any]:
         stem = CLIENT_STEMS[plural]

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from restarter.model.schedule import ScheduleError, parse_length, parse_zone
-from restarter.model.windows import format_length
+from restarter.model.windows import CRON, format_length, from_workload
 from restarter.restarting.pacing import Limits
 
 
@@ -67,6 +67,15 @@ class Settings:
 
     lease_name: str = "restarter"
     """Name of the Lease (``RESTARTER_LEASE_NAME``)."""
+
+    reloader_annotations: bool = False
+    """Honour Reloader's workload annotations (``reloader.stakater.com/auto`` and the rest)
+    as opt-ins (``RESTARTER_RELOADER_ANNOTATIONS``: ``true``)."""
+
+    reloader_window: str = "now"
+    """The window of a workload that opted in through Reloader's annotations and has no
+    ``restarter.io/restart-at``: ``now`` or ``HH.MM[_HH.MM...]``
+    (``RESTARTER_RELOADER_WINDOW``)."""
 
     @property
     def pacing(self) -> Limits:
@@ -129,6 +138,15 @@ def build(
         rollout_timeout = parse_length(args.rollout_timeout)
     except ScheduleError as error:
         raise SettingsError(f"rollout timeout: {error}") from None
+    reloader_window = args.reloader_window.strip()
+    try:
+        if reloader_window == CRON:
+            raise ScheduleError("cron needs an expression: give a workload its own window")
+        from_workload(
+            {}, args.timezone, window_length, dt.timedelta(seconds=2 * interval), reloader_window
+        )
+    except ScheduleError as error:
+        raise SettingsError(f"reloader window {args.reloader_window!r}: {error}") from None
     return Settings(
         max_in_flight=_count("max in flight", args.max_in_flight),
         max_per_minute=_count("max per minute", args.max_per_minute),
@@ -144,6 +162,8 @@ def build(
         liveness_endpoint=args.liveness or None,
         log_level=level,
         log_format=args.log_format,
+        reloader_annotations=args.reloader_annotations,
+        reloader_window=reloader_window,
     )
 
 
@@ -273,6 +293,21 @@ def _parser(env: Mapping[str, str], commands: Sequence[tuple[str, str]]) -> argp
         f"default: {defaults.lease_namespace}]",
     )
     option("--lease-name", "RESTARTER_LEASE_NAME", defaults.lease_name, "name of the Lease", "NAME")
+    parser.add_argument(
+        "--reloader-annotations",
+        action="store_true",
+        default=env.get("RESTARTER_RELOADER_ANNOTATIONS", "").lower() == "true",
+        help="honour Reloader's workload annotations (reloader.stakater.com/auto and the "
+        "rest) as opt-ins [RESTARTER_RELOADER_ANNOTATIONS=true; default: off]",
+    )
+    option(
+        "--reloader-window",
+        "RESTARTER_RELOADER_WINDOW",
+        defaults.reloader_window,
+        "window of a workload that opted in through Reloader's annotations alone: now or "
+        "HH.MM (several joined by _)",
+        "WINDOW",
+    )
     return parser
 
 

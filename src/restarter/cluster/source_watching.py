@@ -1,0 +1,170 @@
+"""Noticing that a source no label selects changed, without holding every Secret.
+
+A workload that opted in (``restarter.io/restart-at``, or Reloader's annotations) asks for
+restarts when a source it uses changes, labelled or not. kopf watches only labelled
+sources; this watches the metadata of every Secret and ConfigMap (names, labels,
+annotations, resourceVersion: never data) and keeps the resourceVersion of only the
+sources the reference map says are wanted. A new resourceVersion of a wanted, unlabelled
+source is handed to ``check``, which reads that one source; any other update costs a
+dictionary lookup. A source that becomes wanted (a workload opts in, or starts using it)
+is checked at once, so its first change after that is not taken for a first sight.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from restarter.cluster.reference_map import ReferenceMap
+from restarter.cluster.workload_watching import PAGE_SIZE, WATCH_TIMEOUT, ListWatch
+from restarter.model import keys
+from restarter.model.references import SOURCE_KINDS
+from restarter.runtime.kube import Api
+
+log = logging.getLogger(__name__)
+
+#: (kind, namespace, name) of a source to read and compare.
+Check = Callable[[str, str, str], None]
+
+
+def labelled(metadata: dict[str, Any]) -> bool:
+    """Labelled sources are kopf's: its own watch hands them to the source flow."""
+    return keys.RESTART_AT_LABEL in (metadata.get("labels") or {})
+
+
+class Versions:
+    """The resourceVersion last handed on of each wanted source; thread-safe."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, str, str], str] = {}
+        self._lock = threading.Lock()
+
+    def update(self, key: tuple[str, str, str], version: str) -> bool:
+        """Record ``version``; True when it is new (the source must be checked)."""
+        with self._lock:
+            if self._seen.get(key) == version:
+                return False
+            self._seen[key] = version
+            return True
+
+    def forget(self, key: tuple[str, str, str]) -> None:
+        with self._lock:
+            self._seen.pop(key, None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._seen)
+
+
+class SourceStream(ListWatch):
+    """The metadata of one source kind in one namespace (None: all)."""
+
+    def __init__(
+        self,
+        api: Api,
+        reference_map: ReferenceMap,
+        kind: str,
+        namespace: str | None,
+        versions: Versions,
+        check: Check,
+        stopping: threading.Event,
+        on_sync: Callable[[], None],
+    ) -> None:
+        super().__init__(f"{SOURCE_KINDS[kind]} metadata", namespace, stopping, on_sync)
+        self.api, self.reference_map, self.kind = api, reference_map, kind
+        self.versions, self.check = versions, check
+
+    def list_page(self, token: str | None) -> dict[str, Any]:
+        return self.api.list_source_metadata(self.kind, self.namespace, token, PAGE_SIZE)
+
+    def open_watch(self, resource_version: str) -> Any:
+        return self.api.watch_source_metadata(
+            self.kind, self.namespace, resource_version, WATCH_TIMEOUT
+        )
+
+    def _see(self, metadata: dict[str, Any]) -> None:
+        namespace, name = metadata["namespace"], metadata["name"]
+        key = (self.kind, namespace, name)
+        if labelled(metadata) or not self.reference_map.wants(namespace, self.kind, name):
+            self.versions.forget(key)
+            return
+        if self.versions.update(key, str(metadata.get("resourceVersion", ""))):
+            self.check(self.kind, namespace, name)
+
+    def take(self, item: dict[str, Any], listing: dict[tuple[str, str], Any]) -> None:
+        # Only a count is kept of the listing: nothing of an unwanted source stays.
+        listing[item["metadata"]["namespace"], item["metadata"]["name"]] = None
+        self._see(item["metadata"])
+
+    def took_listing(self, listing: dict[tuple[str, str], Any]) -> str:
+        return f" (of every kind, {len(self.versions)} unlabelled sources followed for opt-ins)"
+
+    def take_event(self, kind: str, body: dict[str, Any]) -> None:
+        metadata = body.get("metadata") or {}
+        if kind == "DELETED":
+            self.versions.forget((self.kind, metadata["namespace"], metadata["name"]))
+            return
+        self._see(metadata)
+
+
+class SourceWatcher:
+    """Both source kinds in every watched namespace, each in a daemon thread."""
+
+    def __init__(
+        self, api: Api, reference_map: ReferenceMap, namespaces: tuple[str, ...], check: Check
+    ) -> None:
+        self.api, self.reference_map, self.check = api, reference_map, check
+        self.stopping = threading.Event()
+        self.versions = Versions()
+        scopes: tuple[str | None, ...] = namespaces or (None,)
+        self.streams = [
+            SourceStream(
+                api, reference_map, kind, scope, self.versions, check, self.stopping, _no_sync
+            )
+            for kind in SOURCE_KINDS
+            for scope in scopes
+        ]
+        reference_map.on_wanted = self.wanted
+
+    def wanted(self, namespace: str, kind: str | None, name: str | None) -> None:
+        """The reference map's news: a source became wanted (check it), or any source of a
+        namespace may have (list that namespace's metadata again)."""
+        if kind is not None and name is not None:
+            self.check(kind, namespace, name)
+            return
+        threading.Thread(
+            target=self._recheck, args=(namespace,), name=f"recheck-{namespace}", daemon=True
+        ).start()
+
+    def _recheck(self, namespace: str) -> None:
+        for kind in SOURCE_KINDS:
+            stream = SourceStream(
+                self.api,
+                self.reference_map,
+                kind,
+                namespace,
+                self.versions,
+                self.check,
+                self.stopping,
+                _no_sync,
+            )
+            try:
+                stream.list_all()
+            except Exception as error:  # the watch's next listing catches up
+                log.warning(f"could not list {kind}s in {namespace} again: {error}")
+
+    def start(self) -> SourceWatcher:
+        for stream in self.streams:
+            threading.Thread(
+                target=stream.run, name=f"watch-{stream.resource}-{stream.scope}", daemon=True
+            ).start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+
+def _no_sync() -> None:
+    """Source streams gate nothing: a change waits for the workload streams only."""
