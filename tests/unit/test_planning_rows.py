@@ -248,6 +248,7 @@ def test_json_has_the_documented_shape_with_iso_instants() -> None:
             "changedKeys": None,
             "changedAt": "2025-01-01T10:00:00Z",
             "window": "cron '0 3 * * *' Asia/Kolkata (1h long)",
+            "windowFrom": "source",
             "timezone": "Asia/Kolkata",
             "nextRestart": "2025-01-02T03:00:00+05:30",
             "nextRestartUtc": "2025-01-01T21:30:00Z",
@@ -271,13 +272,14 @@ def test_table_aligns_columns_and_shows_namespaces_only_when_asked() -> None:
     rows = rows_of(annotations)
     assert planning.to_table(rows, with_namespace=False).splitlines() == [
         "WORKLOAD         SOURCE          KEYS      CHANGED                WINDOW"
-        "                                    NEXT RESTART           NEXT RESTART UTC"
+        "                                    FROM     NEXT RESTART           NEXT RESTART UTC"
         "       STATE     NOTES",
         "Deployment/web   ConfigMap/cfg   unknown   2025-01-01 10:00 UTC   cron '0 3 * * *'"
-        " Asia/Kolkata (1h long)   2025-01-02 03:00 IST   2025-01-01 21:30 UTC   waiting",
+        " Asia/Kolkata (1h long)   source   2025-01-02 03:00 IST   2025-01-01 21:30 UTC"
+        "   waiting",
         "Deployment/web   Secret/db       unknown   2025-01-01 10:00 UTC   03.00 Europe/Warsaw"
-        " (1h long)             2025-01-01 22:30 CET   2025-01-01 21:30 UTC   waiting"
-        "   restarts with ConfigMap/cfg",
+        " (1h long)             source   2025-01-01 22:30 CET   2025-01-01 21:30 UTC"
+        "   waiting   restarts with ConfigMap/cfg",
     ]
     with_namespace = planning.to_table(rows, with_namespace=True).splitlines()
     assert with_namespace[0].startswith("NAMESPACE   WORKLOAD")

@@ -10,10 +10,14 @@ JSON (``-o json``) is a list of rows, one object each, sorted like the table::
     {"namespace": "shop", "kind": "Deployment", "name": "web",
      "source": "Secret/db", "mark": "secret.db", "changedKeys": ["password"],
      "changedAt": "2025-01-01T10:00:00Z",
-     "window": "03.00 Europe/Warsaw (1h long)", "timezone": "Europe/Warsaw",
+     "window": "03.00 Europe/Warsaw (1h long)", "windowFrom": "source",
+     "timezone": "Europe/Warsaw",
      "nextRestart": "2025-01-02T03:00:00+01:00", "nextRestartUtc": "2025-01-02T02:00:00Z",
      "state": "waiting", "notes": []}
 
+``windowFrom`` says whose window it is: ``source`` (the source's ``restart-at`` label),
+``workload`` (the workload's ``restarter.io/restart-at``: a workload that opted in) or
+``reloader-default`` (the operator's window for Reloader's annotations).
 ``changedKeys`` names the changed keys of the source that the workload reads (never
 their values; at most ``windows.MARK_KEYS``, a note says how many more). It, ``changedAt``,
 ``window``, ``timezone`` and both ``nextRestart`` fields are null when unknown; ``state``
@@ -65,6 +69,9 @@ class PlanRow:
 
     window: str | None
     """The window the source asked for, described; None for an unreadable mark."""
+
+    window_from: str | None
+    """Whose window it is (``windows.ORIGINS``); None for an unreadable mark."""
 
     timezone: str | None
     """The zone the window is read in, and ``next_restart`` is shown in."""
@@ -170,6 +177,7 @@ def workload_rows(
                 else dt.datetime.fromtimestamp(read.mark.since, dt.UTC),
                 changed_keys=None if read.named_keys is None else read.named_keys[0],
                 window=None if read.request is None else read.request.describe(),
+                window_from=None if read.request is None else read.request.origin,
                 timezone=None if read.request is None else read.request.timezone,
                 next_restart=None
                 if opted_out or read.request is None or state == DONE
@@ -216,6 +224,7 @@ def to_json(rows: Sequence[PlanRow]) -> str:
                 "changedKeys": None if row.changed_keys is None else list(row.changed_keys),
                 "changedAt": _utc(row.changed_at),
                 "window": row.window,
+                "windowFrom": row.window_from,
                 "timezone": row.timezone,
                 "nextRestart": None if local is None else local.isoformat(timespec="seconds"),
                 "nextRestartUtc": _utc(row.next_restart),
@@ -234,7 +243,7 @@ def _minutes(instant: dt.datetime | None) -> str:
 def to_table(rows: Sequence[PlanRow], with_namespace: bool) -> str:
     """Columns like kubectl's: left-aligned, padded by the widest cell, notes last."""
     header = ["NAMESPACE"] if with_namespace else []
-    header += ["WORKLOAD", "SOURCE", "KEYS", "CHANGED", "WINDOW", "NEXT RESTART"]
+    header += ["WORKLOAD", "SOURCE", "KEYS", "CHANGED", "WINDOW", "FROM", "NEXT RESTART"]
     header += ["NEXT RESTART UTC"]
     header += ["STATE", "NOTES"]
     lines = [header]
@@ -245,6 +254,7 @@ def to_table(rows: Sequence[PlanRow], with_namespace: bool) -> str:
             "unknown" if row.changed_keys is None else ",".join(row.changed_keys),
             _minutes(row.changed_at and row.changed_at.astimezone(dt.UTC)),
             row.window or "-",
+            row.window_from or "-",
             _minutes(_local(row.next_restart, row.timezone)),
             _minutes(row.next_restart and row.next_restart.astimezone(dt.UTC)),
             row.state,
