@@ -219,14 +219,15 @@ def from_workload(
             "the default window",
         )
         return dataclasses.replace(request, origin=FROM_RELOADER)
-    request = _from_fields(
-        at.strip(),
-        annotations,
-        default_zone,
-        default_length,
-        min_length,
-        f"annotation {keys.WORKLOAD_RESTART_AT}",
-    )
+    asked_by = f"annotation {keys.WORKLOAD_RESTART_AT}"
+    try:
+        request = _from_fields(
+            at.strip(), annotations, default_zone, default_length, min_length, asked_by
+        )
+    except ScheduleError as error:
+        if asked_by in str(error):
+            raise
+        raise ScheduleError(f"{asked_by}={at!r}: {error}") from None
     return dataclasses.replace(request, origin=FROM_WORKLOAD)
 
 
