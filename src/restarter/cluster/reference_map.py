@@ -70,8 +70,23 @@ def uses_of(
     opted in for (``reloader``: Reloader's annotations count)."""
     metadata = body.get("metadata") or {}
     template = ((body.get("spec") or {}).get("template") or {}).get("metadata")
-    optin = opt_in(metadata, template, reloader)
+    optin = _shared_optin(opt_in(metadata, template, reloader))
     return references_of(body, optin), optin
+
+
+_optins: dict[OptIn, OptIn] = {}
+
+
+def _shared_optin(optin: OptIn | None) -> OptIn | None:
+    """One copy of each distinct opt-in: thousands of workloads carry the same annotations."""
+    if optin is None:
+        return None
+    if (shared := _optins.get(optin)) is not None:
+        return shared
+    if len(_optins) >= MAX_KEY_SETS:
+        _optins.clear()
+    _optins[optin] = optin
+    return optin
 
 
 class Target(NamedTuple):
