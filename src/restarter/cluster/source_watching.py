@@ -13,6 +13,7 @@ is checked at once, so its first change after that is not taken for a first sigh
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -35,11 +36,26 @@ def labelled(metadata: dict[str, Any]) -> bool:
 
 
 class Versions:
-    """The resourceVersion last handed on of each wanted source; thread-safe."""
+    """The resourceVersion last handed on of each wanted source, and which sources are
+    labelled (kopf's, never read here); thread-safe."""
 
     def __init__(self) -> None:
         self._seen: dict[tuple[str, str, str], str] = {}
+        self._labelled: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
+
+    def label(self, key: tuple[str, str, str], labelled: bool) -> None:
+        """Note whether the source carries the label; a labelled one has no version here."""
+        with self._lock:
+            if labelled:
+                self._labelled.add((key[0], sys.intern(key[1]), sys.intern(key[2])))
+                self._seen.pop(key, None)
+            else:
+                self._labelled.discard(key)
+
+    def is_labelled(self, key: tuple[str, str, str]) -> bool:
+        with self._lock:
+            return key in self._labelled
 
     def update(self, key: tuple[str, str, str], version: str) -> bool:
         """Record ``version``; True when it is new (the source must be checked)."""
@@ -52,6 +68,7 @@ class Versions:
     def forget(self, key: tuple[str, str, str]) -> None:
         with self._lock:
             self._seen.pop(key, None)
+            self._labelled.discard(key)
 
     def __len__(self) -> int:
         with self._lock:
@@ -87,7 +104,11 @@ class SourceStream(ListWatch):
     def _see(self, metadata: dict[str, Any]) -> None:
         namespace, name = metadata["namespace"], metadata["name"]
         key = (self.kind, namespace, name)
-        if labelled(metadata) or not self.reference_map.wants(namespace, self.kind, name):
+        if labelled(metadata):
+            self.versions.label(key, True)
+            return
+        self.versions.label(key, False)
+        if not self.reference_map.wants(namespace, self.kind, name):
             self.versions.forget(key)
             return
         if self.versions.update(key, str(metadata.get("resourceVersion", ""))):
@@ -132,7 +153,9 @@ class SourceWatcher:
         """The reference map's news: a source became wanted (check it), or any source of a
         namespace may have (list that namespace's metadata again)."""
         if kind is not None and name is not None:
-            self.check(kind, namespace, name)
+            # A labelled source is kopf's: its next change reaches the source flow anyway.
+            if not self.versions.is_labelled((kind, namespace, name)):
+                self.check(kind, namespace, name)
             return
         threading.Thread(
             target=self._recheck, args=(namespace,), name=f"recheck-{namespace}", daemon=True
