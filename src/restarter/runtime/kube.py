@@ -281,6 +281,46 @@ class Api:
             _preload_content=False,
         )
 
+    def list_namespaces(self, continue_token: str | None, limit: int) -> dict[str, Any]:
+        """One page of a consistent list of Namespaces."""
+        options: dict[str, Any] = {"limit": limit, "_request_timeout": REQUEST_TIMEOUT}
+        if continue_token:
+            options["_continue"] = continue_token
+        response = retrying(
+            lambda: self._core.list_namespace(**options, _preload_content=False), "list"
+        )
+        return self._plain(response)
+
+    def watch_namespaces(self, resource_version: str, timeout: int) -> Any:
+        """A watch of Namespaces from ``resource_version``, with bookmarks: the raw
+        streaming response, to be closed by the caller."""
+        return self._core.list_namespace(
+            watch=True,
+            resource_version=resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=timeout,
+            _request_timeout=(REQUEST_TIMEOUT[0], timeout + 30),
+            _preload_content=False,
+        )
+
+    def labelled_names(self, resource: str, namespace: str, label: str) -> list[dict[str, Any]]:
+        """The metadata of every workload (by plural) or source (``secret``,
+        ``configmap``) in ``namespace`` that carries ``label``: never a source's data."""
+        if resource in CLIENT_STEMS:
+            lister = self._lister(resource, namespace)
+        else:
+            lister = self._source_lister(resource, namespace)
+        response = retrying(
+            lambda: lister(
+                label_selector=label,
+                _headers=METADATA_LIST,
+                _request_timeout=REQUEST_TIMEOUT,
+                _preload_content=False,
+            ),
+            "list",
+        )
+        return [item["metadata"] for item in self._plain(response).get("items") or []]
+
     def list_source_metadata(
         self, kind: str, namespace: str | None, continue_token: str | None, limit: int
     ) -> dict[str, Any]:
