@@ -23,7 +23,7 @@ from restarter.restarting.checking import SourceChecks
 from restarter.restarting.observing import PacerSweeper, WorkloadObserver
 from restarter.restarting.pacing import Pacer
 from restarter.restarting.scoping import ScopeFollower
-from restarter.restarting.stamping import SourceContext, check_source
+from restarter.restarting.stamping import SourceContext, SourceTurns, check_source
 from restarter.restarting.ticking import TimerContext, restart_when_due, timer_wanted
 from restarter.runtime.kube import Api
 from restarter.runtime.settings import Settings
@@ -49,6 +49,7 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
     """Register every handler with the decorator arguments the settings give."""
     registry = kopf.OperatorRegistry()
     seen_checksums: dict[tuple[str, str, str], str] = {}
+    turns = SourceTurns()
     reference_map = ReferenceMap()
     # A due workload that stops asking for a slot for over two ticks leaves the queue.
     pacer = Pacer(settings.pacing, stale_after=2.5 * settings.timer_interval)
@@ -72,6 +73,7 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
             seen_checksums,
             SOURCES_LOG,
             posting.ApiPoster(api),
+            turns,
         )
 
     checks = SourceChecks(unlabelled_context)
@@ -140,7 +142,7 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
 
     for kind in SOURCE_KINDS:
         _register_source(
-            registry, kind, settings, api, reference_map, watcher, seen_checksums, scope
+            registry, kind, settings, api, reference_map, watcher, seen_checksums, scope, turns
         )
 
     @kopf.on.cleanup(registry=registry, id="release_finalizers")
@@ -208,6 +210,7 @@ def _register_source(
     watcher: WorkloadWatcher,
     seen_checksums: dict[tuple[str, str, str], str],
     scope: NamespaceScope,
+    turns: SourceTurns,
 ) -> None:
     @kopf.on.event(
         "v1",
@@ -222,6 +225,13 @@ def _register_source(
         if event.get("type") == "DELETED":
             return
         context = SourceContext(
-            kind, settings, api, reference_map, watcher.in_sync, seen_checksums, logger
+            kind,
+            settings,
+            api,
+            reference_map,
+            watcher.in_sync,
+            seen_checksums,
+            logger,
+            turns=turns,
         )
         await check_source(context, body)
