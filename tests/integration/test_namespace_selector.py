@@ -93,7 +93,9 @@ def checksum(core: Core, namespace: str, name: str) -> str | None:
     return annotations.get(keys.CHECKSUM)
 
 
+@pytest.mark.parametrize("asked_by", ["label", "opt-in"])
 def test_a_change_in_a_matching_namespace_is_stamped_and_one_elsewhere_is_ignored(
+    asked_by: str,
     core: Core,
     apps: Apps,
     namespace: str,
@@ -101,10 +103,17 @@ def test_a_change_in_a_matching_namespace_is_stamped_and_one_elsewhere_is_ignore
     selected: str,
     selecting_operator: Callable[[], Operator],
 ) -> None:
+    """The Secret labelled, or unlabelled and asked for by the workload's opt-in (the
+    metadata watch of unlabelled sources)."""
     label_namespace(core, namespace, selected)
+    window = window_hours_away()
+    label, opt_in = (
+        (window, {}) if asked_by == "label" else (None, {keys.WORKLOAD_RESTART_AT: window})
+    )
     for each in (namespace, other_namespace):
-        core.create_namespaced_secret(each, secret("db", {"password": "a"}, window_hours_away()))
-        apps.create_namespaced_deployment(each, deployment("web", env=[env_from_secret("db")]))
+        core.create_namespaced_secret(each, secret("db", {"password": "a"}, label))
+        web = deployment("web", env=[env_from_secret("db")], annotations=opt_in)
+        apps.create_namespaced_deployment(each, web)
     running = selecting_operator()
     baseline(core, namespace, "db")
 
@@ -230,34 +239,3 @@ def test_a_namespace_labelled_out_while_pending_keeps_the_marks_and_restarts_not
     wait_for(lambda: finalizers(apps, namespace, "web") == [], 20, message="finalizer gone")
     rollout_finished(cluster, namespace, "web")
     assert len(replica_sets(apps, namespace, "web")) == 2
-
-
-def test_an_opted_in_workload_is_followed_only_in_a_matching_namespace(
-    core: Core,
-    apps: Apps,
-    namespace: str,
-    other_namespace: str,
-    selected: str,
-    selecting_operator: Callable[[], Operator],
-) -> None:
-    label_namespace(core, namespace, selected)
-    for each in (namespace, other_namespace):
-        # An unlabelled Secret: only the workload's opt-in asks for its changes.
-        core.create_namespaced_secret(each, secret("db", {"password": "a"}))
-        apps.create_namespaced_deployment(
-            each,
-            deployment(
-                "web",
-                env=[env_from_secret("db")],
-                annotations={keys.WORKLOAD_RESTART_AT: window_hours_away()},
-            ),
-        )
-    selecting_operator()
-    baseline(core, namespace, "db")
-
-    change_data(core, other_namespace, "db", "b")
-    change_data(core, namespace, "db", "b")
-    wait_for(lambda: pending(apps, namespace, "web"), 30, message="web stamped in the matching one")
-    time.sleep(TICKS)
-    assert checksum(core, other_namespace, "db") is None
-    assert pending(apps, other_namespace, "web") == {}

@@ -89,8 +89,10 @@ def test_a_namespace_left_is_dropped_from_the_map_and_its_stream_adds_nothing_af
     reference_map = ReferenceMap()
     watcher = WorkloadWatcher(None, reference_map, (), Quiet())  # type: ignore[arg-type]
     assert watcher.streams == []
-    watcher.watch_namespace("shop")
-    assert not watcher.in_sync.is_set()  # sources wait until the new streams have listed
+    in_sync_then: list[bool] = []
+    watcher.watch_namespace("shop", lambda: in_sync_then.append(watcher.in_sync.is_set()))
+    # Sources wait until the new streams have listed, from before the scope includes it.
+    assert in_sync_then == [False] and not watcher.in_sync.is_set()
     stream = next(s for s in watcher.streams if s.plural == "deployments")
     stream.take_event("ADDED", deployment("web", "db", "1"))
     assert reference_map.dependents("shop", "secret", "db") == [("deployments", "web")]

@@ -319,14 +319,16 @@ class WorkloadWatcher:
         self._update()
         return self
 
-    def watch_namespace(self, namespace: str) -> None:
+    def watch_namespace(self, namespace: str, before_start: Callable[[], None]) -> None:
         """A namespace came into scope: list and watch its workloads. Until they are
-        listed, in_sync is clear, so no change of a source is handled without them."""
+        listed, in_sync is clear, so no change of a source is handled without them;
+        ``before_start`` runs once it is clear, before the first listing."""
         with self._lock:
             if any(stream.namespace == namespace for stream in self.streams):
                 return
         streams = self._add(namespace)
         self._update()
+        before_start()
         with self._lock:
             started = self._started
         if started:

@@ -40,9 +40,9 @@ class ScopeFollower:
         self.check, self.release = check, release
 
     def entered(self, namespace: str, starting: bool) -> None:
-        # The streams first: until they listed, the sources' flow waits (in_sync is clear).
-        self.watcher.watch_namespace(namespace)
-        self.scope.add(namespace)
+        # In scope once the sources' flow waits for the new streams' listing (in_sync is
+        # clear), and before that listing tells the source watcher what it wants.
+        self.watcher.watch_namespace(namespace, lambda: self.scope.add(namespace))
         if starting:
             return  # kopf's first listing comes after this, and finds everything
         try:
