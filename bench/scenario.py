@@ -297,7 +297,9 @@ def _process(harness: Harness, plan: Plan, operator: str, run: int) -> OperatorP
     if operator == RESTARTER:
         # Pacing off: these phases measure how fast restarter can go (bench/run pacing
         # measures it paced).
-        args = ["--namespace", NAMESPACE, "--timer-interval", f"{plan.timer_interval:g}"]
+        # RESTARTER_NAMESPACE_SELECTOR in --operator-env scopes it instead of --namespace.
+        scope = [] if env.get("RESTARTER_NAMESPACE_SELECTOR") else ["--namespace", NAMESPACE]
+        args = [*scope, "--timer-interval", f"{plan.timer_interval:g}"]
         args += ["--max-in-flight", "0", "--max-per-minute", "0"]
         return OperatorProcess.module(harness.cluster, "restarter", args, log_path, env)
     if operator == RELOADER:

@@ -149,6 +149,21 @@ def test_schema_refuses_invalid_values(bad: str, cluster: Cluster) -> None:
     assert "schema" in out.stderr
 
 
+def test_schema_refuses_a_namespace_selector_with_a_namespace_list(cluster: Cluster) -> None:
+    both = ("--set", "namespaceSelector=team=a", "--set", "namespaces={shop}")
+    out = helm(cluster, "template", "bad", str(CHART), *both, check=False)
+    assert out.returncode != 0
+    assert "schema" in out.stderr and "/namespaces" in out.stderr
+    alone = helm(cluster, "template", "ok", str(CHART), "--set", "namespaceSelector=team=a")
+    rules = [
+        rule
+        for doc in objects_of(alone.stdout)
+        if doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == "ok-restarter"
+        for rule in doc["rules"]
+    ]
+    assert {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]} in rules
+
+
 def test_install_creates_every_object_and_uninstall_leaves_none(
     cluster: Cluster, release: str
 ) -> None:
@@ -274,6 +289,28 @@ def test_operator_as_chart_serviceaccount_in_cluster_mode(
         if keys.FINALIZER in (d.metadata.finalizers or [])
     ]
     assert kept == []
+
+
+def test_operator_as_chart_serviceaccount_with_a_namespace_selector(
+    cluster: Cluster, core: Core, apps: Apps, namespace: str, release: str, tmp_path: Path
+) -> None:
+    selected = uuid.uuid4().hex[:8]
+    core.patch_namespace(namespace, {"metadata": {"labels": {"selector-test": selected}}})
+    install(
+        cluster,
+        release,
+        "--set",
+        f"namespaceSelector=selector-test={selected}",
+        "--set",
+        "logFormat=plain",
+    )
+    operator, _ = run_as_chart(cluster, release, tmp_path)
+    try:
+        _stamped_and_restarted(core, apps, namespace)
+        assert f"namespace {namespace} matches" in operator.log()
+        assert "Forbidden" not in operator.log() and "403" not in operator.log()
+    finally:
+        operator.stop()
 
 
 def test_operator_as_chart_serviceaccount_in_namespaced_mode_ignores_other_namespaces(

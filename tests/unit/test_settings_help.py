@@ -23,6 +23,7 @@ SAMPLES = {
     "--window-length": "90m",
     "--timer-interval": "15",
     "--namespace": "shop",
+    "--namespace-selector": "team=payments,tier in (web)",
     "--liveness": "http://0.0.0.0:8080/healthz",
     "--log-level": "DEBUG",
     "--log-format": "json",

@@ -155,3 +155,34 @@ def test_the_window_must_be_longer_than_two_timer_intervals(
 
 def test_the_zone_property_is_the_named_zone() -> None:
     assert str(Settings(timezone="Europe/Warsaw").zone) == "Europe/Warsaw"
+
+
+def test_a_namespace_selector_is_kept_as_given_and_parsed() -> None:
+    settings = build(["--namespace-selector", " team=payments,tier in (web) "], {})
+    assert settings.namespace_selector == "team=payments,tier in (web)"
+    assert settings.selector is not None
+    assert settings.selector.matches({"team": "payments", "tier": "web"})
+    assert build([], {}).selector is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ"),
+    [
+        pytest.param(["--namespace-selector", "team=a", "-n", "shop"], {}, id="flags"),
+        pytest.param(
+            [], {"RESTARTER_NAMESPACE_SELECTOR": "team=a", "RESTARTER_NAMESPACES": "shop"}, id="env"
+        ),
+        pytest.param(["-n", "shop"], {"RESTARTER_NAMESPACE_SELECTOR": "team=a"}, id="mixed"),
+    ],
+)
+def test_a_namespace_selector_and_a_namespace_list_are_refused_together(
+    argv: list[str], environ: dict[str, str]
+) -> None:
+    with pytest.raises(SettingsError, match="cannot be combined with --namespace"):
+        build(argv, environ)
+
+
+@pytest.mark.parametrize("selector", ["team in (a", "team=a b", "team=-a", "team=a,,tier"])
+def test_a_malformed_namespace_selector_is_refused_naming_it(selector: str) -> None:
+    with pytest.raises(SettingsError, match="namespace selector: "):
+        build(["--namespace-selector", selector], {})

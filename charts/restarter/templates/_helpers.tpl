@@ -49,6 +49,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+{{- if .Values.namespaceSelector }}
+# With namespaceSelector: list and watch Namespaces, to act in those whose labels match.
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [list, watch]
+{{- end }}
 {{- end -}}
 
 

@@ -197,6 +197,14 @@ class Stream(ListWatch):
         self.api, self.reference_map, self.plural = api, reference_map, plural
         self.inspect, self.reloader = inspect, reloader
         self._optins: dict[tuple[str, str], OptIn] = {}
+        # Held while the map takes what arrived, and by stop(): once stop() returns,
+        # this stream changes the map no more (its namespace's entries can be dropped).
+        self._applying = threading.Lock()
+
+    def stop(self) -> None:
+        """Stop, for good: from now on nothing it lists or watches reaches the map."""
+        with self._applying:
+            self.stopping.set()
 
     def list_page(self, token: str | None) -> dict[str, Any]:
         return self.api.list_page(self.plural, self.namespace, token, PAGE_SIZE)
@@ -214,8 +222,11 @@ class Stream(ListWatch):
 
     def took_listing(self, listing: dict[tuple[str, str], Any]) -> str:
         optins, self._optins = self._optins, {}
-        change = self.reference_map.replace(self.plural, self.namespace, listing, optins)
-        self.inspect.listed(self.plural, self.namespace, set(listing))
+        with self._applying:
+            if self.stopping.is_set():
+                return " (stopped: not kept)"
+            change = self.reference_map.replace(self.plural, self.namespace, listing, optins)
+            self.inspect.listed(self.plural, self.namespace, set(listing))
         if self.lists:
             return f" (relisted: {len(change.gained)} gained, {len(change.lost)} lost references)"
         return ""
@@ -223,9 +234,12 @@ class Stream(ListWatch):
     def take_event(self, kind: str, body: dict[str, Any]) -> None:
         metadata = body.get("metadata") or {}
         refs, optin = uses_of(body, self.reloader)
-        self.reference_map.apply(
-            kind, self.plural, metadata["namespace"], metadata["name"], refs, optin
-        )
+        with self._applying:
+            if self.stopping.is_set():
+                return
+            self.reference_map.apply(
+                kind, self.plural, metadata["namespace"], metadata["name"], refs, optin
+            )
         if kind == "DELETED":
             self.inspect.deleted(self.plural, metadata["namespace"], metadata["name"])
         else:
@@ -245,41 +259,103 @@ def _describe(error: Exception) -> str:
 
 
 class WorkloadWatcher:
-    """Every workload kind in every watched namespace, each in a daemon thread."""
+    """Every workload kind in every watched namespace, each in a daemon thread.
+
+    ``scopes`` are the namespaces watched from the start (None: all of them); with a
+    namespace selector there are none, and ``watch_namespace`` and ``unwatch_namespace``
+    follow the namespaces that match.
+    """
 
     def __init__(
         self,
         api: Api,
         reference_map: ReferenceMap,
-        namespaces: tuple[str, ...],
+        scopes: tuple[str | None, ...],
         inspect: Inspector,
         reloader: bool = False,
     ) -> None:
-        self.stopping = threading.Event()
+        self.api, self.reference_map, self.inspect = api, reference_map, inspect
+        self.reloader = reloader
         self.in_sync = threading.Event()
-        scopes: tuple[str | None, ...] = namespaces or (None,)
-        self.streams = [
+        self.streams: list[Stream] = []
+        self._lock = threading.Lock()
+        self._started = False
+        for scope in scopes:
+            self._add(scope)
+
+    def _add(self, namespace: str | None) -> list[Stream]:
+        streams = [
             Stream(
-                api, reference_map, plural, scope, inspect, self.stopping, self._update, reloader
+                self.api,
+                self.reference_map,
+                plural,
+                namespace,
+                self.inspect,
+                threading.Event(),
+                self._update,
+                self.reloader,
             )
             for plural in WORKLOAD_KINDS
-            for scope in scopes
         ]
+        with self._lock:
+            self.streams += streams
+        return streams
 
     def _update(self) -> None:
         """in_sync: every stream has listed and none is between a failure and its retry."""
-        if all(stream.synced.is_set() for stream in self.streams):
+        with self._lock:
+            synced = all(stream.synced.is_set() for stream in self.streams)
+        if synced:
             self.in_sync.set()
         else:
             self.in_sync.clear()
 
     def start(self) -> WorkloadWatcher:
-        for stream in self.streams:
-            threading.Thread(
-                target=stream.run, name=f"watch-{stream.resource}-{stream.scope}", daemon=True
-            ).start()
+        with self._lock:
+            self._started = True
+            streams = list(self.streams)
+        for stream in streams:
+            _run(stream)
+        self._update()
         return self
+
+    def watch_namespace(self, namespace: str, before_start: Callable[[], None]) -> None:
+        """A namespace came into scope: list and watch its workloads. Until they are
+        listed, in_sync is clear, so no change of a source is handled without them;
+        ``before_start`` runs once it is clear, before the first listing."""
+        with self._lock:
+            if any(stream.namespace == namespace for stream in self.streams):
+                return
+        streams = self._add(namespace)
+        self._update()
+        before_start()
+        with self._lock:
+            started = self._started
+        if started:
+            for stream in streams:
+                _run(stream)
+
+    def unwatch_namespace(self, namespace: str) -> None:
+        """A namespace left the scope: stop its streams and drop its workloads from the map."""
+        with self._lock:
+            leaving = [stream for stream in self.streams if stream.namespace == namespace]
+            self.streams = [stream for stream in self.streams if stream not in leaving]
+        for stream in leaving:
+            stream.stop()
+            self.reference_map.replace(stream.plural, namespace, {})
+            self.inspect.listed(stream.plural, namespace, set())
+        self._update()
 
     def stop(self) -> None:
         """Ask every stream to stop; a watch blocked on the network ends with the process."""
-        self.stopping.set()
+        with self._lock:
+            self._started = False
+            streams = list(self.streams)
+        for stream in streams:
+            stream.stopping.set()
+
+
+def _run(stream: ListWatch) -> None:
+    threading.Thread(
+        target=stream.run, name=f"watch-{stream.resource}-{stream.scope}", daemon=True
+    ).start()

@@ -1,6 +1,8 @@
 """The source flow for sources kopf does not watch: unlabelled ones that a workload opted in
 for. The source watcher (a thread) hands on (kind, namespace, name); here, in kopf's event
-loop, each is read once and goes through the same ``check_source`` as a labelled one."""
+loop, each is read once and goes through the same ``check_source`` as a labelled one.
+With ``labelled``, the same for the labelled sources of a namespace that came into the
+namespace selector's scope, which kopf saw while it was out."""
 
 from __future__ import annotations
 
@@ -22,9 +24,13 @@ class SourceChecks:
     """A queue of sources to check, each queued once however often it is handed on."""
 
     def __init__(
-        self, context_for: Callable[[str], SourceContext], concurrency: int = CHECK_CONCURRENCY
+        self,
+        context_for: Callable[[str], SourceContext],
+        concurrency: int = CHECK_CONCURRENCY,
+        labelled: bool = False,
     ) -> None:
         self.context_for = context_for
+        self.labelled = labelled
         self.concurrency = concurrency
         self._queued: set[tuple[str, str, str]] = set()
         self._running: set[tuple[str, str, str]] = set()
@@ -87,6 +93,8 @@ class SourceChecks:
     async def check(self, kind: str, namespace: str, name: str) -> None:
         context = self.context_for(kind)
         source = await asyncio.to_thread(context.api.read_source, kind, namespace, name)
-        if source is None or labelled(source["metadata"]) or not context.watched(source):
-            return  # gone, kopf's (labelled), or no longer wanted
+        if source is None or labelled(source["metadata"]) is not self.labelled:
+            return  # gone, or the other queue's (unlabelled ones kopf's, unless entering)
+        if not context.watched(source):
+            return  # no longer wanted
         await check_source(context, source)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import secrets
 import threading
-from collections.abc import Mapping, MutableMapping
+from collections.abc import AsyncIterator, Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,29 @@ STAMP_CONCURRENCY = 16
 SYNC_POLL = 0.1
 #: Seconds before a change whose stamp was refused is stamped again, doubling up to the max.
 STAMP_RETRY_DELAY, MAX_STAMP_RETRY_DELAY = 2.0, 60.0
+
+
+class SourceTurns:
+    """One check of a source at a time, whichever path brought it (kopf's event, or the
+    source checks' queue): the second then finds the change recorded, and stamps nothing.
+    Used in kopf's event loop only."""
+
+    def __init__(self) -> None:
+        self._locks: dict[tuple[str, str, str], tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def turn(self, key: tuple[str, str, str]) -> AsyncIterator[None]:
+        lock, waiting = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, waiting + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, waiting = self._locks[key]
+            if waiting == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, waiting - 1)
 
 
 @dataclass(frozen=True)
@@ -59,6 +83,9 @@ class SourceContext:
 
     poster: posting.Poster = posting.KOPF
     """How Events are posted: kopf's queue in its handlers, the API outside them."""
+
+    turns: SourceTurns | None = None
+    """Shared by every path that checks sources, so that one source is checked at a time."""
 
     def watched(self, source: Mapping[str, Any]) -> bool:
         """True while a change of the source can restart something: it is labelled, or a
@@ -112,6 +139,15 @@ async def check_source(context: SourceContext, source: Mapping[str, Any]) -> Non
     # may lack a user of this source: wait rather than record a change unstamped.
     while not context.in_sync.is_set():
         await asyncio.sleep(SYNC_POLL)
+    if context.turns is None:
+        await _check_source(context, source)
+        return
+    metadata = source["metadata"]
+    async with context.turns.turn((context.kind, metadata["namespace"], metadata["name"])):
+        await _check_source(context, source)
+
+
+async def _check_source(context: SourceContext, source: Mapping[str, Any]) -> None:
     if already_seen(context, source):
         return  # the common case at start-up: no thread hop, no body held for long
     metadata = source["metadata"]

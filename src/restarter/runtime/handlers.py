@@ -10,6 +10,7 @@ from typing import Any
 import kopf
 import kubernetes
 
+from restarter.cluster.namespace_watching import NamespaceScope, NamespaceWatcher
 from restarter.cluster.reference_map import ReferenceMap
 from restarter.cluster.seen_marks import SeenMarks
 from restarter.cluster.source_watching import SourceWatcher
@@ -21,13 +22,17 @@ from restarter.restarting import posting
 from restarter.restarting.checking import SourceChecks
 from restarter.restarting.observing import PacerSweeper, WorkloadObserver
 from restarter.restarting.pacing import Pacer
-from restarter.restarting.stamping import SourceContext, check_source
+from restarter.restarting.scoping import ScopeFollower
+from restarter.restarting.stamping import SourceContext, SourceTurns, check_source
 from restarter.restarting.ticking import TimerContext, restart_when_due, timer_wanted
 from restarter.runtime.kube import Api
 from restarter.runtime.settings import Settings
 
 #: The log of sources kopf does not watch (unlabelled ones that workloads opted in for).
 SOURCES_LOG = logging.getLogger("restarter.sources")
+
+#: The log of namespaces entering and leaving the namespace selector's scope.
+NAMESPACES_LOG = logging.getLogger("restarter.namespaces")
 
 #: Source kind → the kopf resource plural watched for it.
 SOURCE_RESOURCES = {"secret": "secrets", "configmap": "configmaps"}
@@ -44,14 +49,18 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
     """Register every handler with the decorator arguments the settings give."""
     registry = kopf.OperatorRegistry()
     seen_checksums: dict[tuple[str, str, str], str] = {}
+    turns = SourceTurns()
     reference_map = ReferenceMap()
     # A due workload that stops asking for a slot for over two ticks leaves the queue.
     pacer = Pacer(settings.pacing, stale_after=2.5 * settings.timer_interval)
     seen = SeenMarks()
     observer = WorkloadObserver(api, pacer, seen)
-    watcher = WorkloadWatcher(
-        api, reference_map, settings.namespaces, observer, settings.reloader_annotations
-    )
+    selector = settings.selector
+    # The namespaces that match the selector (all, without one): kopf's handlers and the
+    # source checks act only there, and the workload streams watch only those.
+    scope = NamespaceScope(selector)
+    scopes: tuple[str | None, ...] = () if selector else (settings.namespaces or (None,))
+    watcher = WorkloadWatcher(api, reference_map, scopes, observer, settings.reloader_annotations)
     sweeper = PacerSweeper(api, pacer)
 
     def unlabelled_context(kind: str) -> SourceContext:
@@ -64,16 +73,31 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
             seen_checksums,
             SOURCES_LOG,
             posting.ApiPoster(api),
+            turns,
         )
 
     checks = SourceChecks(unlabelled_context)
-    sources = SourceWatcher(api, reference_map, settings.namespaces, checks.submit)
+    entering_checks = SourceChecks(unlabelled_context, labelled=True)
+
+    def check_in_scope(kind: str, namespace: str, name: str) -> None:
+        if scope.includes(namespace):
+            checks.submit(kind, namespace, name)
+
+    sources = SourceWatcher(api, reference_map, settings.namespaces, check_in_scope)
+    apps = kubernetes.client.AppsV1Api(api.client)
+
+    def release_in(namespace: str) -> list[str]:
+        return FinalizerReleaser(apps, (namespace,), NAMESPACES_LOG.info).release_all()
+
+    follower = ScopeFollower(api, scope, watcher, entering_checks.submit, release_in)
+    namespaces = NamespaceWatcher(api, selector, follower) if selector else None
 
     @kopf.on.startup(registry=registry, id="watch_unlabelled_sources")
     async def watch_unlabelled_sources(**_: Any) -> None:
         """Start the metadata watch of sources and the checks of unlabelled sources that
         workloads opted in for (what the workload streams find wanted waits for them)."""
         checks.start()
+        entering_checks.start()
         sources.start()
 
     @kopf.on.startup(registry=registry, id="share_threads")
@@ -98,6 +122,14 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
         thousands of them waiting in memory together.
         """
         watcher.start()
+        if namespaces is not None:
+            # The scope is known before kopf watches: its filters read it.
+            namespaces.start()
+            if not namespaces.stream.listed.wait(STARTUP_SYNC_TIMEOUT):
+                logger.warning(
+                    f"namespaces not listed after {STARTUP_SYNC_TIMEOUT:g}s; none is acted in "
+                    "until they are"
+                )
         sweeper.start()
         if not watcher.in_sync.wait(STARTUP_SYNC_TIMEOUT):
             logger.warning(
@@ -106,10 +138,12 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
             )
 
     for plural in WORKLOAD_KINDS:
-        _register_workload(registry, plural, settings, api, pacer, seen)
+        _register_workload(registry, plural, settings, api, pacer, seen, scope)
 
     for kind in SOURCE_KINDS:
-        _register_source(registry, kind, settings, api, reference_map, watcher, seen_checksums)
+        _register_source(
+            registry, kind, settings, api, reference_map, watcher, seen_checksums, scope, turns
+        )
 
     @kopf.on.cleanup(registry=registry, id="release_finalizers")
     def release_finalizers(logger: Any, **_: Any) -> None:
@@ -117,10 +151,11 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
 
         Their marks stay; the next start re-adds the finalizer with the timer.
         """
+        if namespaces is not None:
+            namespaces.stop()
         watcher.stop()
         sources.stop()
         sweeper.stop()
-        apps = kubernetes.client.AppsV1Api(api.client)
         try:
             released = FinalizerReleaser(apps, settings.namespaces, logger.debug).release_all()
         except ReleaseFailed as error:
@@ -139,6 +174,7 @@ def _register_workload(
     api: Api,
     pacer: Pacer,
     seen: SeenMarks,
+    scope: NamespaceScope,
 ) -> None:
     @kopf.timer(
         "apps",
@@ -150,11 +186,17 @@ def _register_workload(
         # A failed tick (the apiserver away) is tried again soon, not after kopf's 60 s.
         backoff=min(settings.timer_interval, TIMER_BACKOFF),
         labels={keys.PENDING_LABEL: kopf.PRESENT},
-        when=lambda annotations, meta, memo, **_: timer_wanted(annotations, meta, memo),
+        # Out of the namespace selector's scope, kopf stops the timer and drops the
+        # finalizer on the workload's next event (restarter sends one on leaving).
+        when=lambda annotations, meta, memo, namespace, **_: (
+            scope.includes(namespace) and timer_wanted(annotations, meta, memo)
+        ),
     )
     async def pending_restart(body: Any, memo: Any, logger: Any, **_: Any) -> None:
         """A workload with pending marks: restart it when its window is open and pacing
         lets it start."""
+        if not scope.includes(body["metadata"]["namespace"]):
+            return  # its namespace left the scope since kopf last looked
         timer = TimerContext(plural, settings, api, pacer, seen, memo, logger)
         await restart_when_due(timer, body)
 
@@ -167,6 +209,8 @@ def _register_source(
     reference_map: ReferenceMap,
     watcher: WorkloadWatcher,
     seen_checksums: dict[tuple[str, str, str], str],
+    scope: NamespaceScope,
+    turns: SourceTurns,
 ) -> None:
     @kopf.on.event(
         "v1",
@@ -174,12 +218,20 @@ def _register_source(
         registry=registry,
         id=f"{kind}_event",
         labels={keys.RESTART_AT_LABEL: kopf.PRESENT},
+        when=lambda namespace, **_: scope.includes(namespace),
     )
     async def source_event(event: Any, body: Any, logger: Any, **_: Any) -> None:
         """A labelled source was listed, added or modified: compare its checksum."""
         if event.get("type") == "DELETED":
             return
         context = SourceContext(
-            kind, settings, api, reference_map, watcher.in_sync, seen_checksums, logger
+            kind,
+            settings,
+            api,
+            reference_map,
+            watcher.in_sync,
+            seen_checksums,
+            logger,
+            turns=turns,
         )
         await check_source(context, body)

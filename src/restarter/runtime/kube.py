@@ -261,9 +261,7 @@ class Api:
     ) -> dict[str, Any]:
         """One page of a consistent (etcd) list of a workload kind; raises 410 when the
         continue token has expired."""
-        options: dict[str, Any] = {"limit": limit, "_request_timeout": REQUEST_TIMEOUT}
-        if continue_token:
-            options["_continue"] = continue_token
+        options = _page_options(continue_token, limit)
         response = retrying(
             lambda: self._lister(plural, namespace)(**options, _preload_content=False), "list"
         )
@@ -273,22 +271,48 @@ class Api:
         """A watch of a workload kind from ``resource_version``, with bookmarks: the raw
         streaming response (one JSON event per line), to be closed by the caller."""
         return self._lister(plural, namespace)(
-            watch=True,
-            resource_version=resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=timeout,
-            _request_timeout=(REQUEST_TIMEOUT[0], timeout + 30),
-            _preload_content=False,
+            **_watch_options(resource_version, timeout),
         )
+
+    def list_namespaces(self, continue_token: str | None, limit: int) -> dict[str, Any]:
+        """One page of a consistent list of Namespaces."""
+        options = _page_options(continue_token, limit)
+        response = retrying(
+            lambda: self._core.list_namespace(**options, _preload_content=False), "list"
+        )
+        return self._plain(response)
+
+    def watch_namespaces(self, resource_version: str, timeout: int) -> Any:
+        """A watch of Namespaces from ``resource_version``, with bookmarks: the raw
+        streaming response, to be closed by the caller."""
+        return self._core.list_namespace(
+            **_watch_options(resource_version, timeout),
+        )
+
+    def labelled_names(self, resource: str, namespace: str, label: str) -> list[dict[str, Any]]:
+        """The metadata of every workload (by plural) or source (``secret``,
+        ``configmap``) in ``namespace`` that carries ``label``: never a source's data."""
+        if resource in CLIENT_STEMS:
+            lister = self._lister(resource, namespace)
+        else:
+            lister = self._source_lister(resource, namespace)
+        response = retrying(
+            lambda: lister(
+                label_selector=label,
+                _headers=METADATA_LIST,
+                _request_timeout=REQUEST_TIMEOUT,
+                _preload_content=False,
+            ),
+            "list",
+        )
+        return [item["metadata"] for item in self._plain(response).get("items") or []]
 
     def list_source_metadata(
         self, kind: str, namespace: str | None, continue_token: str | None, limit: int
     ) -> dict[str, Any]:
         """One page of a consistent list of Secrets or ConfigMaps, metadata only (names,
         labels, annotations, resourceVersion: never data)."""
-        options: dict[str, Any] = {"limit": limit, "_request_timeout": REQUEST_TIMEOUT}
-        if continue_token:
-            options["_continue"] = continue_token
+        options = _page_options(continue_token, limit)
         lister = self._source_lister(kind, namespace)
         response = retrying(
             lambda: lister(**options, _headers=METADATA_LIST, _preload_content=False), "list"
@@ -301,13 +325,8 @@ class Api:
         """A metadata-only watch of Secrets or ConfigMaps from ``resource_version``, with
         bookmarks: the raw streaming response, to be closed by the caller."""
         return self._source_lister(kind, namespace)(
-            watch=True,
-            resource_version=resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=timeout,
+            **_watch_options(resource_version, timeout),
             _headers=METADATA_WATCH,
-            _request_timeout=(REQUEST_TIMEOUT[0], timeout + 30),
-            _preload_content=False,
         )
 
     def _source_lister(self, kind: str, namespace: str | None) -> Callable[..., Any]:
@@ -351,6 +370,26 @@ class Api:
                 raise Conflict(f"{namespace}/{name} changed while deciding") from None
             raise
         return self._plain(result)
+
+
+def _page_options(continue_token: str | None, limit: int) -> dict[str, Any]:
+    """The options of one page of a consistent list."""
+    options: dict[str, Any] = {"limit": limit, "_request_timeout": REQUEST_TIMEOUT}
+    if continue_token:
+        options["_continue"] = continue_token
+    return options
+
+
+def _watch_options(resource_version: str, timeout: int) -> dict[str, Any]:
+    """The options of a watch from ``resource_version`` with bookmarks, as a raw stream."""
+    return {
+        "watch": True,
+        "resource_version": resource_version,
+        "allow_watch_bookmarks": True,
+        "timeout_seconds": timeout,
+        "_request_timeout": (REQUEST_TIMEOUT[0], timeout + 30),
+        "_preload_content": False,
+    }
 
 
 def compare_versions(left: str, right: str) -> int | None:

@@ -66,6 +66,12 @@ def _quiet_timer_ticks(record: logging.LogRecord) -> bool:
     return not (message.startswith("Timer 'pending_restart") and message.endswith("succeeded."))
 
 
+def _selected(settings: Settings) -> str:
+    if settings.namespace_selector:
+        return f"those matching {settings.namespace_selector!r}"
+    return "all"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
     # A subcommand only as the first word: ``restarter --timezone X`` still runs the operator.
@@ -83,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("restarter").info(
         f"starting: timezone {settings.timezone}, window length {settings.window_length}, "
         f"timer every {settings.timer_interval:g}s, namespaces "
-        f"{', '.join(settings.namespaces) or 'all'}; pacing: "
+        f"{', '.join(settings.namespaces) or _selected(settings)}; pacing: "
         f"{limits.max_in_flight or 'no limit'} in flight, "
         f"{limits.max_per_minute or 'no limit'} per minute, "
         f"rollout timeout {settings.rollout_timeout}"

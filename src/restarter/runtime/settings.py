@@ -9,6 +9,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from restarter.model.namespaces import NamespaceSelector, SelectorError, parse_selector
 from restarter.model.schedule import ScheduleError, parse_length, parse_zone
 from restarter.model.windows import CRON, format_length, from_workload
 from restarter.restarting.pacing import Limits
@@ -33,6 +34,11 @@ class Settings:
 
     namespaces: tuple[str, ...] = ()
     """Namespaces to watch; empty means every namespace (``RESTARTER_NAMESPACES``, comma list)."""
+
+    namespace_selector: str = ""
+    """Label selector of the namespaces to watch, like ``team=payments,tier in (web)``; empty
+    means none. Followed while running; not with ``namespaces``
+    (``RESTARTER_NAMESPACE_SELECTOR``)."""
 
     liveness_endpoint: str | None = None
     """``http://0.0.0.0:8080/healthz`` serves kopf's health check; None disables it
@@ -82,6 +88,11 @@ class Settings:
         return Limits(self.max_in_flight, self.max_per_minute, self.rollout_timeout.total_seconds())
 
     @property
+    def selector(self) -> NamespaceSelector | None:
+        """The parsed ``namespace_selector`` (build() has checked it), or None."""
+        return parse_selector(self.namespace_selector) if self.namespace_selector else None
+
+    @property
     def zone(self) -> dt.tzinfo:
         return parse_zone(self.timezone)
 
@@ -111,6 +122,17 @@ def build(
     namespaces = args.namespaces or [
         part.strip() for part in env.get("RESTARTER_NAMESPACES", "").split(",") if part.strip()
     ]
+    selector = args.namespace_selector.strip()
+    if selector and namespaces:
+        raise SettingsError(
+            "--namespace-selector (RESTARTER_NAMESPACE_SELECTOR) cannot be combined with "
+            "--namespace (RESTARTER_NAMESPACES): give one or the other"
+        )
+    try:
+        if selector:
+            parse_selector(selector)
+    except SelectorError as error:
+        raise SettingsError(f"namespace selector: {error}") from None
     try:
         parse_zone(args.timezone)
         window_length = parse_length(args.window_length)
@@ -159,6 +181,7 @@ def build(
         window_length=window_length,
         timer_interval=interval,
         namespaces=tuple(dict.fromkeys(namespaces)),
+        namespace_selector=selector,
         liveness_endpoint=args.liveness or None,
         log_level=level,
         log_format=args.log_format,
@@ -226,6 +249,14 @@ def _parser(env: Mapping[str, str], commands: Sequence[tuple[str, str]]) -> argp
         metavar="NAMESPACE",
         help="watch only this namespace; repeatable "
         "[RESTARTER_NAMESPACES, comma list; default: every namespace]",
+    )
+    parser.add_argument(
+        "--namespace-selector",
+        default=env.get("RESTARTER_NAMESPACE_SELECTOR", ""),
+        metavar="SELECTOR",
+        help="watch only the namespaces whose labels match, like 'team=payments,tier in "
+        "(web)', followed as they are relabelled; not with --namespace "
+        "[RESTARTER_NAMESPACE_SELECTOR; default: none]",
     )
     parser.add_argument(
         "--liveness",
