@@ -7,6 +7,9 @@ last resourceVersion seen (bookmarks keep it fresh); a watch that fails (410, a 
 connection, an error) makes the stream list again, and the map follows that listing
 (deleted workloads dropped, none invented). A stream is in sync only once its map is
 current: after a listing, or while an unbroken watch runs.
+Rollouts are streamed only once their CRD is served (asked every ``DISCOVERY_INTERVAL``);
+until then their stream is in sync with nothing to know. A Rollout with
+``spec.workloadRef`` uses the pod template of the Deployment it names.
 Nothing here decides a restart: the map only answers "who uses this source".
 """
 
@@ -23,7 +26,12 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from restarter.cluster.reference_map import ReferenceMap, uses_of
 from restarter.model.optin import OptIn
-from restarter.model.references import WORKLOAD_KINDS
+from restarter.model.references import (
+    ROLLOUTS,
+    WORKLOAD_KINDS,
+    rollout_workload_ref,
+    with_template,
+)
 from restarter.runtime.kube import Api
 
 log = logging.getLogger(__name__)
@@ -32,6 +40,8 @@ log = logging.getLogger(__name__)
 PAGE_SIZE = 500
 #: Seconds a watch request stays open before the server ends it and we resume.
 WATCH_TIMEOUT = 300
+#: Seconds between two questions whether Rollouts are served (their CRD installed).
+DISCOVERY_INTERVAL = 10.0
 #: Seconds to wait after a failed list or watch, doubling up to the maximum.
 RETRY_DELAY, MAX_RETRY_DELAY = 1.0, 30.0
 
@@ -204,9 +214,13 @@ class Stream(ListWatch):
     def open_watch(self, resource_version: str) -> Any:
         return self.api.watch(self.plural, self.namespace, resource_version, WATCH_TIMEOUT)
 
+    def template_source(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The body whose pod template the workload runs: its own."""
+        return body
+
     def take(self, item: dict[str, Any], listing: dict[tuple[str, str], Any]) -> None:
         metadata = item["metadata"]
-        refs, optin = uses_of(item, self.reloader)
+        refs, optin = uses_of(self.template_source(item), self.reloader)
         listing[metadata["namespace"], metadata["name"]] = refs
         if optin is not None:
             self._optins[metadata["namespace"], metadata["name"]] = optin
@@ -222,7 +236,9 @@ class Stream(ListWatch):
 
     def take_event(self, kind: str, body: dict[str, Any]) -> None:
         metadata = body.get("metadata") or {}
-        refs, optin = uses_of(body, self.reloader)
+        refs, optin = uses_of(
+            body if kind == "DELETED" else self.template_source(body), self.reloader
+        )
         self.reference_map.apply(
             kind, self.plural, metadata["namespace"], metadata["name"], refs, optin
         )
@@ -230,6 +246,49 @@ class Stream(ListWatch):
             self.inspect.deleted(self.plural, metadata["namespace"], metadata["name"])
         else:
             self.inspect.observe(self.plural, body)
+
+
+class RolloutStream(Stream):
+    """Rollouts in one namespace (None: all): nothing is listed or watched until the API
+    server serves them; then ``on_served`` is called once and the stream runs as any other."""
+
+    def __init__(self, *args: Any, on_served: Callable[[], None], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.on_served = on_served
+
+    def run(self) -> None:
+        # No Rollout exists while the kind is not served: nothing to wait for.
+        self._synced(True)
+        said = False
+        while not self.stopping.is_set():
+            try:
+                if self.api.served(ROLLOUTS):
+                    break
+            except Exception as error:  # asked again later
+                log.warning(f"could not ask whether Rollouts are served: {_describe(error)}")
+            if not said:
+                said = True
+                log.info(
+                    "Rollouts (argoproj.io/v1alpha1) are not served: not watched; asking "
+                    f"again every {DISCOVERY_INTERVAL:g}s"
+                )
+            if self.stopping.wait(DISCOVERY_INTERVAL):
+                return
+        else:
+            return
+        log.info(f"Rollouts are served: listing and watching them in {self.scope}")
+        # Until listed, a change waits rather than miss a Rollout that uses its source.
+        self._synced(False)
+        self.on_served()
+        super().run()
+
+    def template_source(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A Rollout with ``spec.workloadRef`` runs the pod template of that Deployment."""
+        deployment = rollout_workload_ref(body)
+        if deployment is None:
+            return body
+        namespace = (body.get("metadata") or {}).get("namespace", "")
+        return with_template(body, self.api.read_workload("deployments", namespace, deployment))
 
 
 def _events(response: Any) -> Iterator[dict[str, Any]]:
@@ -254,17 +313,28 @@ class WorkloadWatcher:
         namespaces: tuple[str, ...],
         inspect: Inspector,
         reloader: bool = False,
+        on_rollouts_served: Callable[[], None] | None = None,
     ) -> None:
         self.stopping = threading.Event()
         self.in_sync = threading.Event()
         scopes: tuple[str | None, ...] = namespaces or (None,)
-        self.streams = [
-            Stream(
-                api, reference_map, plural, scope, inspect, self.stopping, self._update, reloader
-            )
-            for plural in WORKLOAD_KINDS
-            for scope in scopes
-        ]
+        self.streams: list[Stream] = []
+        for plural in WORKLOAD_KINDS:
+            for scope in scopes:
+                arguments = (
+                    api,
+                    reference_map,
+                    plural,
+                    scope,
+                    inspect,
+                    self.stopping,
+                    self._update,
+                    reloader,
+                )
+                if plural != ROLLOUTS:
+                    self.streams.append(Stream(*arguments))
+                elif on_rollouts_served is not None:
+                    self.streams.append(RolloutStream(*arguments, on_served=on_rollouts_served))
 
     def _update(self) -> None:
         """in_sync: every stream has listed and none is between a failure and its retry."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -16,7 +17,13 @@ from restarter.cluster.source_watching import SourceWatcher
 from restarter.cluster.workload_watching import WorkloadWatcher
 from restarter.commands.release_finalizers import FinalizerReleaser, ReleaseFailed
 from restarter.model import keys
-from restarter.model.references import SOURCE_KINDS, WORKLOAD_KINDS
+from restarter.model.references import (
+    APPS_KINDS,
+    ROLLOUTS,
+    SOURCE_KINDS,
+    WORKLOAD_APIS,
+    WORKLOAD_KINDS,
+)
 from restarter.restarting import posting
 from restarter.restarting.checking import SourceChecks
 from restarter.restarting.observing import PacerSweeper, WorkloadObserver
@@ -40,8 +47,14 @@ TIMER_BACKOFF = 10.0
 STARTUP_SYNC_TIMEOUT = 300.0
 
 
-def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
-    """Register every handler with the decorator arguments the settings give."""
+def build_registry(
+    settings: Settings, api: Api, insights: Any | None = None
+) -> kopf.OperatorRegistry:
+    """Register every handler with the decorator arguments the settings give.
+
+    ``insights`` is kopf's view of the resources it serves (the one ``kopf.run`` gets):
+    when Rollouts become served, their timer is registered and the kind added to it.
+    """
     registry = kopf.OperatorRegistry()
     seen_checksums: dict[tuple[str, str, str], str] = {}
     reference_map = ReferenceMap()
@@ -49,8 +62,18 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
     pacer = Pacer(settings.pacing, stale_after=2.5 * settings.timer_interval)
     seen = SeenMarks()
     observer = WorkloadObserver(api, pacer, seen)
+    rollouts = LateKind(
+        ROLLOUTS,
+        insights,
+        lambda: _register_workload(registry, ROLLOUTS, settings, api, pacer, seen),
+    )
     watcher = WorkloadWatcher(
-        api, reference_map, settings.namespaces, observer, settings.reloader_annotations
+        api,
+        reference_map,
+        settings.namespaces,
+        observer,
+        settings.reloader_annotations,
+        on_rollouts_served=rollouts.served,
     )
     sweeper = PacerSweeper(api, pacer)
 
@@ -83,6 +106,7 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
         executor = settings.execution.executor
         assert isinstance(executor, ThreadPoolExecutor)
         asyncio.get_running_loop().set_default_executor(executor)
+        rollouts.loop = asyncio.get_running_loop()
 
     @kopf.on.login(registry=registry, id="login")
     def login(**kwargs: Any) -> Any:
@@ -105,7 +129,7 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
                 "wait until they are"
             )
 
-    for plural in WORKLOAD_KINDS:
+    for plural in APPS_KINDS:
         _register_workload(registry, plural, settings, api, pacer, seen)
 
     for kind in SOURCE_KINDS:
@@ -140,9 +164,11 @@ def _register_workload(
     pacer: Pacer,
     seen: SeenMarks,
 ) -> None:
+    group, version = WORKLOAD_APIS[plural]
+
     @kopf.timer(
-        "apps",
-        "v1",
+        group,
+        version,
         plural,
         id=f"pending_restart_{plural}",
         registry=registry,
@@ -157,6 +183,56 @@ def _register_workload(
         lets it start."""
         timer = TimerContext(plural, settings, api, pacer, seen, memo, logger)
         await restart_when_due(timer, body)
+
+
+class LateKind:
+    """A workload kind served only when its CRD is installed (Rollouts): its timer is
+    registered, and kopf told to watch it, the first time restarter's stream finds it
+    served, at start-up or later. Until then kopf neither watches it nor warns about it.
+
+    kopf runs with cluster scanning off (no RBAC on CRDs), so it looks for resources only
+    once, at start; a kind that appears later is added to its insights (the resources it
+    serves), which its orchestrator watches and starts a watch stream for.
+    """
+
+    def __init__(self, plural: str, insights: Any | None, register: Any) -> None:
+        self.plural, self.insights, self.register = plural, insights, register
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+        self._registered = False
+
+    def served(self) -> None:
+        """Called from a stream's thread; only the first call does anything."""
+        with self._lock:
+            if self._registered:
+                return
+            self._registered = True
+            self.register()
+        if self.insights is not None and self.loop is not None:
+            try:
+                asyncio.run_coroutine_threadsafe(self._watch(), self.loop).result(timeout=30)
+            except Exception as error:  # the operator is stopping
+                logging.getLogger(__name__).warning(
+                    f"could not start watching {self.plural}: {type(error).__name__}"
+                )
+
+    async def _watch(self) -> None:
+        group, version = WORKLOAD_APIS[self.plural]
+        resource = kopf.Resource(
+            group,
+            version,
+            self.plural,
+            kind=WORKLOAD_KINDS[self.plural],
+            singular=WORKLOAD_KINDS[self.plural].lower(),
+            namespaced=True,
+            preferred=True,
+            verbs=frozenset({"get", "list", "watch", "patch"}),
+        )
+        insights = self.insights
+        assert insights is not None
+        async with insights.revised:
+            insights.watched_resources.add(resource)
+            insights.revised.notify_all()
 
 
 def _register_source(
