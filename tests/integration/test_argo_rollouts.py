@@ -10,11 +10,14 @@ import json
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import kubernetes
 import pytest
+import yaml
 
 from restarter.model import keys
 from restarter_cluster import argo_rollouts
@@ -30,6 +33,7 @@ from tests.integration.factories import (
     window_hours_away,
     window_open_now,
 )
+from tests.integration.test_chart import helm, install, run_as_chart
 from tests.integration.test_operator_restarts import TICKS, baseline, change_data, events
 
 Core = kubernetes.client.CoreV1Api
@@ -80,11 +84,46 @@ def pods_of(core: Core, namespace: str, app: str) -> list[Any]:
     return [pod for pod in found if pod.metadata.deletion_timestamp is None]
 
 
+ROLLOUT_RULE = {
+    "apiGroups": ["argoproj.io"],
+    "resources": ["rollouts"],
+    "verbs": ["get", "list", "watch", "patch"],
+}
+
+
+def chart_dry_run(cluster: Cluster, *options: str) -> tuple[list[Any], str]:
+    """The chart as ``helm install --dry-run=server`` renders it (its lookups answered by
+    the cluster): the operator's ClusterRole rules and its RESTARTER_ROLLOUTS value."""
+    release = f"d-{uuid.uuid4().hex[:6]}"
+    out = helm(
+        cluster,
+        "install",
+        release,
+        str(REPO / "charts" / "restarter"),
+        "-n",
+        "default",
+        "--dry-run=server",
+        *options,
+    ).stdout
+    documents = [doc for doc in yaml.safe_load_all(out.split("MANIFEST:", 1)[1]) if doc]
+    role = next(
+        doc
+        for doc in documents
+        if doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == f"{release}-restarter"
+    )
+    operator = next(doc for doc in documents if doc["kind"] == "Deployment")
+    env = operator["spec"]["template"]["spec"]["containers"][0]["env"]
+    value = next(item["value"] for item in env if item["name"] == "RESTARTER_ROLLOUTS")
+    return role["rules"], value
+
+
 def test_without_the_crd_the_operator_watches_no_rollouts_and_reports_no_error(
     cluster: Cluster, namespace: str, operator: OperatorFactory
 ) -> None:
     served = cluster.kubectl("get", "crd", "rollouts.argoproj.io", check=False)
     assert served.returncode != 0, "the Rollout CRD must be absent for this test"
+    rules, enabled = chart_dry_run(cluster)
+    assert ROLLOUT_RULE not in rules and enabled == "false"  # the chart's lookup: no CRD
     running = operator()
     wait_for(lambda: NOT_SERVED in running.log(), 30, message="the log line")
     time.sleep(TICKS)
@@ -184,3 +223,38 @@ def test_a_workload_ref_rollout_depends_on_what_the_deployment_template_reads(
     assert ("Rollout", "ref", "Secret/db") in {
         (row["kind"], row["name"], row["source"]) for row in rows
     }
+
+
+def test_with_the_crd_at_install_the_chart_grants_rollouts_and_its_sa_restarts_one(
+    cluster: Cluster,
+    core: Core,
+    custom: Custom,
+    namespace: str,
+    tmp_path: Path,
+    argo: Callable[[], ArgoRollouts],
+) -> None:
+    argo()
+    rules, enabled = chart_dry_run(cluster)
+    assert ROLLOUT_RULE in rules and enabled == "true"
+    rules, enabled = chart_dry_run(cluster, "--set", "rollouts.enabled=false")
+    assert ROLLOUT_RULE not in rules and enabled == "false"
+
+    release = f"r-{uuid.uuid4().hex[:6]}"
+    try:
+        install(cluster, release, "--set", "logFormat=plain")
+        running, _ = run_as_chart(cluster, release, tmp_path)
+        try:
+            core.create_namespaced_secret(
+                namespace, secret("db", {"password": "a"}, window_open_now())
+            )
+            body = rollout("web", env=[env_from_secret("db")], replicas=1)
+            custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+            baseline(core, namespace, "db")
+            change_data(core, namespace, "db", "b")
+            wait_for(lambda: events(core, namespace, "web", "Restarted"), 60, message="restart")
+            assert "restartAt" in read(custom, namespace, "web")["spec"]
+            assert "Forbidden" not in running.log() and "403" not in running.log()
+        finally:
+            running.stop()
+    finally:
+        helm(cluster, "uninstall", release, "-n", "restarter-system", "--no-hooks", check=False)

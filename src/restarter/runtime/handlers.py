@@ -73,7 +73,7 @@ def build_registry(
         settings.namespaces,
         observer,
         settings.reloader_annotations,
-        on_rollouts_served=rollouts.served,
+        on_rollouts_served=rollouts.served if settings.rollouts else None,
     )
     sweeper = PacerSweeper(api, pacer)
 
