@@ -48,36 +48,31 @@ if need helm; then
     -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$hminor" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 fi
 
-# cert-manager's controller: built from the pinned module by hack/tools/cert-manager/main.go
-# (the upstream cmd/controller is a module of its own that the proxy does not serve).
-CM_BIN="$CACHE/cert-manager-$CERT_MANAGER_VERSION/bin"
-grep -Eq "github.com/cert-manager/cert-manager $CERT_MANAGER_VERSION( |\$)" "$HERE/tools/cert-manager/go.mod" || {
-  echo "hack/tools/cert-manager/go.mod does not require cert-manager $CERT_MANAGER_VERSION" >&2; exit 1; }
-mkdir -p "$CM_BIN"
-if [[ -x "$CM_BIN/cert-manager-controller" ]]; then
-  echo "cached: $CM_BIN/cert-manager-controller"
-else
-  echo "building: cert-manager-controller"
-  (cd "$HERE/tools/cert-manager" && go build -trimpath -ldflags "-s -w" -o "$CM_BIN/cert-manager-controller.tmp" .)
-  mv "$CM_BIN/cert-manager-controller.tmp" "$CM_BIN/cert-manager-controller"
-fi
-# The CRDs are read from the module at test time; download it now so tests need no network.
-(cd "$HERE/tools/cert-manager" && go mod download "github.com/cert-manager/cert-manager")
+# A controller from its pinned module (hack/tools/<name>), into $CACHE/<name>-<version>/bin;
+# then the module itself is downloaded, since the tests read its CRDs from the module cache.
+build_controller() {
+  local name=$1 module=$2 version=$3 package=$4 binary=$5
+  local tools="$HERE/tools/$name" bin="$CACHE/$name-$version/bin"
+  grep -Eq "$module $version( |\$)" "$tools/go.mod" || {
+    echo "hack/tools/$name/go.mod does not require $module $version" >&2; exit 1; }
+  mkdir -p "$bin"
+  if [[ -x "$bin/$binary" ]]; then
+    echo "cached: $bin/$binary"
+  else
+    echo "building: $binary"
+    (cd "$tools" && go build -trimpath -ldflags "-s -w" -o "$bin/$binary.tmp" "$package")
+    mv "$bin/$binary.tmp" "$bin/$binary"
+  fi
+  (cd "$tools" && go mod download "$module")
+}
 
-# Argo Rollouts' controller, from the pinned module (hack/tools/argo-rollouts copies its
-# replace directives, which apply only in a main module). 4 min 40 s here with -p=1.
-AR_BIN="$CACHE/argo-rollouts-$ARGO_ROLLOUTS_VERSION/bin"
-grep -Eq "github.com/argoproj/argo-rollouts $ARGO_ROLLOUTS_VERSION( |\$)" "$HERE/tools/argo-rollouts/go.mod" || {
-  echo "hack/tools/argo-rollouts/go.mod does not require argo-rollouts $ARGO_ROLLOUTS_VERSION" >&2; exit 1; }
-mkdir -p "$AR_BIN"
-if [[ -x "$AR_BIN/rollouts-controller" ]]; then
-  echo "cached: $AR_BIN/rollouts-controller"
-else
-  echo "building: rollouts-controller"
-  (cd "$HERE/tools/argo-rollouts" && go build -trimpath -ldflags "-s -w" -o "$AR_BIN/rollouts-controller.tmp" github.com/argoproj/argo-rollouts/cmd/rollouts-controller)
-  mv "$AR_BIN/rollouts-controller.tmp" "$AR_BIN/rollouts-controller"
-fi
-# Its CRDs are read from the module at test time, like cert-manager's.
-(cd "$HERE/tools/argo-rollouts" && go mod download "github.com/argoproj/argo-rollouts")
+# cert-manager's controller: built by hack/tools/cert-manager/main.go (the upstream
+# cmd/controller is a module of its own that the proxy does not serve).
+build_controller cert-manager github.com/cert-manager/cert-manager "$CERT_MANAGER_VERSION" \
+  . cert-manager-controller
+# Argo Rollouts' controller: its own cmd, through hack/tools/argo-rollouts, which copies the
+# module's replace directives (they apply only in a main module). 4 min 40 s here with -p=1.
+build_controller argo-rollouts github.com/argoproj/argo-rollouts "$ARGO_ROLLOUTS_VERSION" \
+  github.com/argoproj/argo-rollouts/cmd/rollouts-controller rollouts-controller
 
 echo "$BIN"

@@ -43,16 +43,7 @@ def crd_files(only_rollout: bool = False) -> list[Path]:
 
 def install_crds(cluster: Cluster, only_rollout: bool = False, timeout: float = 60.0) -> list[str]:
     """Apply the CRDs and wait until each is Established; return their names."""
-    names: list[str] = []
-    for path in crd_files(only_rollout):
-        # Server-side: the Rollout CRD (570 kB) does not fit client-side apply's annotation.
-        applied = cluster.kubectl(
-            "apply", "--server-side", "--field-manager=restarter-cluster", "-o=name", f"-f={path}"
-        )
-        names.extend(applied.stdout.split())
-    established = ["wait", "--for=condition=Established", f"--timeout={int(timeout)}s"]
-    cluster.kubectl(*established, *names, timeout=timeout + 10)
-    return names
+    return controllers.install_crds(cluster, crd_files(only_rollout), timeout)
 
 
 def _free_port() -> int:

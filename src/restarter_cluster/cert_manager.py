@@ -49,16 +49,7 @@ def crd_files() -> list[Path]:
 
 def install_crds(cluster: Cluster, timeout: float = 60.0) -> list[str]:
     """Apply every CRD and wait until each is Established; return their names."""
-    names: list[str] = []
-    for path in crd_files():
-        # Server-side: the larger CRDs do not fit client-side apply's annotation.
-        applied = cluster.kubectl(
-            "apply", "--server-side", "--field-manager=restarter-cluster", "-o=name", f"-f={path}"
-        )
-        names.extend(applied.stdout.split())
-    established = ["wait", "--for=condition=Established", f"--timeout={int(timeout)}s"]
-    cluster.kubectl(*established, *names, timeout=timeout + 10)
-    return names
+    return controllers.install_crds(cluster, crd_files(), timeout)
 
 
 class CertManager(controllers.Controller):

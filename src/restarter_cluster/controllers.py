@@ -52,6 +52,20 @@ def module_dir(module: str, tools_module: Path, version: str, error: type[Except
     return Path(info["Dir"])
 
 
+def install_crds(cluster: Cluster, files: list[Path], timeout: float = 60.0) -> list[str]:
+    """Apply each CRD file and wait until every CRD is Established; return their names."""
+    names: list[str] = []
+    for path in files:
+        # Server-side: the larger CRDs do not fit client-side apply's annotation.
+        applied = cluster.kubectl(
+            "apply", "--server-side", "--field-manager=restarter-cluster", "-o=name", f"-f={path}"
+        )
+        names.extend(applied.stdout.split())
+    established = ["wait", "--for=condition=Established", f"--timeout={int(timeout)}s"]
+    cluster.kubectl(*established, *names, timeout=timeout + 10)
+    return names
+
+
 @dataclass
 class Controller:
     """A controller process for ``cluster``: started once, found again by ``attach``."""

@@ -201,7 +201,7 @@ def test_a_workload_ref_rollout_depends_on_what_the_deployment_template_reads(
     apps.create_namespaced_deployment(namespace, template)
     body = rollout("ref", workload_ref="base", replicas=1)
     custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
-    operator()
+    running = operator()
     baseline(core, namespace, "db")
     baseline(core, namespace, "other")
 
@@ -215,6 +215,14 @@ def test_a_workload_ref_rollout_depends_on_what_the_deployment_template_reads(
     }
     assert stamped["metadata"]["labels"][keys.PENDING_LABEL] == "true"
     assert "restartAt" not in stamped["spec"]  # a window 6 h away
+    # The stamp (a merge patch) carries no finalizer list; kopf's timer adds ours.
+    wait_for(
+        lambda: (
+            keys.FINALIZER in (read(custom, namespace, "ref")["metadata"].get("finalizers") or [])
+        ),
+        30,
+        message="the finalizer kopf's timer adds",
+    )
 
     plan = [sys.executable, "-m", "restarter", "plan", "-n", namespace, "-o", "json"]
     plan += ["--kubeconfig", str(cluster.kubeconfig)]
@@ -223,6 +231,11 @@ def test_a_workload_ref_rollout_depends_on_what_the_deployment_template_reads(
     assert ("Rollout", "ref", "Secret/db") in {
         (row["kind"], row["name"], row["source"]) for row in rows
     }
+
+    running.stop()  # a clean stop releases the finalizer and keeps the marks
+    released = read(custom, namespace, "ref")
+    assert keys.FINALIZER not in (released["metadata"].get("finalizers") or [])
+    assert set(marks(released)) == set(marks(stamped))
 
 
 def test_with_the_crd_at_install_the_chart_grants_rollouts_and_its_sa_restarts_one(

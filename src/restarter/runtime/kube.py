@@ -261,19 +261,14 @@ class Api:
         it): how restarter notices that the Rollout CRD was installed. Discovery needs no
         RBAC rule of its own."""
         group, version = WORKLOAD_APIS[plural]
-        try:
-            response = retrying(
-                lambda: self._custom.get_api_resources(
-                    group, version, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
-                ),
-                "get",
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return False
-            raise
-        found = self._plain(response)
-        return any(item.get("name") == plural for item in found.get("resources") or [])
+
+        def discovery(_name: str, _namespace: str, **options: Any) -> Any:
+            return self._custom.get_api_resources(group, version, **options)
+
+        found = self._read(discovery, "", "")
+        return found is not None and any(
+            item.get("name") == plural for item in found.get("resources") or []
+        )
 
     def _read(self, method: Callable[..., Any], namespace: str, name: str) -> dict[str, Any] | None:
         try:
