@@ -95,17 +95,10 @@ def chart_dry_run(cluster: Cluster, *options: str) -> tuple[list[Any], str]:
     """The chart as ``helm install --dry-run=server`` renders it (its lookups answered by
     the cluster): the operator's ClusterRole rules and its RESTARTER_ROLLOUTS value."""
     release = f"d-{uuid.uuid4().hex[:6]}"
-    out = helm(
-        cluster,
-        "install",
-        release,
-        str(REPO / "charts" / "restarter"),
-        "-n",
-        "default",
-        "--dry-run=server",
-        *options,
-    ).stdout
-    documents = [doc for doc in yaml.safe_load_all(out.split("MANIFEST:", 1)[1]) if doc]
+    chart = str(REPO / "charts" / "restarter")
+    dry_run = ["install", release, chart, "-n", "default", "--dry-run=server", "-o", "json"]
+    manifest = json.loads(helm(cluster, *dry_run, *options).stdout)["manifest"]
+    documents = [doc for doc in yaml.safe_load_all(manifest) if doc]
     role = next(
         doc
         for doc in documents
@@ -173,7 +166,13 @@ def test_a_crd_installed_later_is_found_and_the_rollout_restarts_once_in_its_win
             and not before & {pod.metadata.name for pod in pods}
         )
 
-    wait_for(replaced, 120, message="Argo replacing the Rollout's pods")
+    # Argo evicts one pod at a time here (maxUnavailable rounds down to 0, so 1) and, when
+    # it may evict none yet, looks again after 30 s: several rounds under load.
+    try:
+        wait_for(replaced, 240, message="Argo replacing the Rollout's pods")
+    except BaseException:
+        print(argo().log_since(0)[-6000:], file=sys.stderr)
+        raise
     asked = dt.datetime.fromisoformat(restart_at)
     assert all(pod.metadata.creation_timestamp >= asked for pod in pods_of(core, namespace, "web"))
 
