@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from restarter_cluster import node
+from restarter_cluster.argo_rollouts import ArgoRollouts
 from restarter_cluster.binaries import MissingBinaries
 from restarter_cluster.cert_manager import CertManager, CertManagerError
 from restarter_cluster.cluster import STATE_FILE, Cluster, ClusterError, process_alive
@@ -73,9 +74,9 @@ def _down(args: argparse.Namespace) -> int:
         print(f"nothing running in {directory}")
         return 0
     cluster = Cluster.attach(directory)
-    cert_manager = CertManager.attach(cluster)
-    if cert_manager:
-        cert_manager.stop()
+    for controller in (CertManager.attach(cluster), ArgoRollouts.attach(cluster)):
+        if controller:
+            controller.stop()
     cluster.down()
     if not args.keep:
         shutil.rmtree(directory, ignore_errors=True)

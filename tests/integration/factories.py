@@ -86,6 +86,23 @@ def daemonset(name: str, **options: Any) -> dict[str, Any]:
     return body
 
 
+def rollout(name: str, *, workload_ref: str | None = None, **options: Any) -> dict[str, Any]:
+    """An Argo Rollout (canary without steps: one straight rollout) with the pod template
+    ``deployment`` would have, or with ``spec.workloadRef`` to that Deployment instead."""
+    body = deployment(name, **options)
+    del body["spec"]["paused"]
+    body["spec"]["strategy"] = {"canary": {}}
+    if workload_ref is not None:
+        del body["spec"]["template"]
+        body["spec"]["selector"] = {"matchLabels": {"app": workload_ref}}
+        body["spec"]["workloadRef"] = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "name": workload_ref,
+        }
+    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", **body}
+
+
 def window_open_now() -> str:
     """HH.MM of the current UTC minute: with the default 1 h length it is open now."""
     return dt.datetime.now(dt.UTC).strftime("%H.%M")

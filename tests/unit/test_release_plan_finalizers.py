@@ -48,8 +48,13 @@ def test_release_patch_never_touches_annotations_so_marks_stay() -> None:
     assert {op["path"] for op in patch} == {"/metadata/finalizers"}
 
 
-def test_every_apps_v1_workload_kind_is_released() -> None:
-    assert [kind for kind, _ in WORKLOAD_KINDS] == ["deployment", "statefulset", "daemonset"]
+def test_every_workload_kind_is_released() -> None:
+    assert [kind for kind, _ in WORKLOAD_KINDS] == [
+        "deployment",
+        "statefulset",
+        "daemonset",
+        "rollout",
+    ]
 
 
 def test_options_need_only_the_operator_and_default_to_all_namespaces_and_60s() -> None:

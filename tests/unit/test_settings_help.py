@@ -36,8 +36,9 @@ SAMPLES = {
     "--lease-name": "lease",
     "--reloader-annotations": "true",
     "--reloader-window": "03.00",
+    "--no-rollouts": "false",
 }
-SWITCHES = {"--leader-election", "--reloader-annotations"}
+SWITCHES = {"--leader-election", "--reloader-annotations", "--no-rollouts"}
 
 
 @pytest.fixture(scope="module")

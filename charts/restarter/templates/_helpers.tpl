@@ -44,6 +44,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [apps]
   resources: [deployments, statefulsets, daemonsets]
   verbs: [get, list, watch, patch]
+{{- if include "restarter.rollouts" . }}
+# The same for Argo Rollouts (restarted through spec.restartAt).
+- apiGroups: [argoproj.io]
+  resources: [rollouts]
+  verbs: [get, list, watch, patch]
+{{- end }}
 # Events on sources and workloads (ChangeDetected, RestartScheduled, Restarted, warnings);
 # kopf only ever creates them.
 - apiGroups: [""]
@@ -57,6 +63,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end }}
 {{- end -}}
 
+
+{{/* True when Argo Rollouts are restarted: rollouts.enabled, or when null the CRD exists. */}}
+{{- define "restarter.rollouts" -}}
+{{- $enabled := .Values.rollouts.enabled -}}
+{{- if kindIs "bool" $enabled -}}
+{{- if $enabled }}true{{ end -}}
+{{- else if lookup "apiextensions.k8s.io/v1" "CustomResourceDefinition" "" "rollouts.argoproj.io" -}}
+true
+{{- end -}}
+{{- end -}}
 
 {{/* True when the replicas elect the acting one through a Lease. */}}
 {{- define "restarter.leaderElection" -}}

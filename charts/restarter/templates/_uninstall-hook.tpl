@@ -17,4 +17,9 @@ helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
 - apiGroups: [apps]
   resources: [deployments, statefulsets, daemonsets]
   verbs: [list, patch]
+{{- if include "restarter.rollouts" . }}
+- apiGroups: [argoproj.io]
+  resources: [rollouts]
+  verbs: [list, patch]
+{{- end }}
 {{- end -}}

@@ -7,6 +7,9 @@ last resourceVersion seen (bookmarks keep it fresh); a watch that fails (410, a 
 connection, an error) makes the stream list again, and the map follows that listing
 (deleted workloads dropped, none invented). A stream is in sync only once its map is
 current: after a listing, or while an unbroken watch runs.
+Rollouts are streamed only once their CRD is served (asked every ``DISCOVERY_INTERVAL``);
+until then their stream is in sync with nothing to know. A Rollout with
+``spec.workloadRef`` uses the pod template of the Deployment it names.
 Nothing here decides a restart: the map only answers "who uses this source".
 """
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -23,7 +27,12 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from restarter.cluster.reference_map import ReferenceMap, uses_of
 from restarter.model.optin import OptIn
-from restarter.model.references import WORKLOAD_KINDS
+from restarter.model.references import (
+    ROLLOUTS,
+    WORKLOAD_KINDS,
+    rollout_workload_ref,
+    with_template,
+)
 from restarter.runtime.kube import Api
 
 log = logging.getLogger(__name__)
@@ -32,6 +41,8 @@ log = logging.getLogger(__name__)
 PAGE_SIZE = 500
 #: Seconds a watch request stays open before the server ends it and we resume.
 WATCH_TIMEOUT = 300
+#: Seconds between two questions whether Rollouts are served (their CRD installed).
+DISCOVERY_INTERVAL = 10.0
 #: Seconds to wait after a failed list or watch, doubling up to the maximum.
 RETRY_DELAY, MAX_RETRY_DELAY = 1.0, 30.0
 
@@ -212,9 +223,13 @@ class Stream(ListWatch):
     def open_watch(self, resource_version: str) -> Any:
         return self.api.watch(self.plural, self.namespace, resource_version, WATCH_TIMEOUT)
 
+    def template_source(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The body whose pod template the workload runs: its own."""
+        return body
+
     def take(self, item: dict[str, Any], listing: dict[tuple[str, str], Any]) -> None:
         metadata = item["metadata"]
-        refs, optin = uses_of(item, self.reloader)
+        refs, optin = uses_of(self.template_source(item), self.reloader)
         listing[metadata["namespace"], metadata["name"]] = refs
         if optin is not None:
             self._optins[metadata["namespace"], metadata["name"]] = optin
@@ -233,7 +248,9 @@ class Stream(ListWatch):
 
     def take_event(self, kind: str, body: dict[str, Any]) -> None:
         metadata = body.get("metadata") or {}
-        refs, optin = uses_of(body, self.reloader)
+        refs, optin = uses_of(
+            body if kind == "DELETED" else self.template_source(body), self.reloader
+        )
         with self._applying:
             if self.stopping.is_set():
                 return
@@ -244,6 +261,77 @@ class Stream(ListWatch):
             self.inspect.deleted(self.plural, metadata["namespace"], metadata["name"])
         else:
             self.inspect.observe(self.plural, body)
+
+
+class ServedAsked:
+    """Whether Rollouts are served, asked of discovery at most once per
+    ``DISCOVERY_INTERVAL`` however many namespaces' streams ask; once served, for good."""
+
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        self._served = False
+        self._asked_at: float | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> bool:
+        with self._lock:
+            now = time.monotonic()
+            if self._served or (
+                self._asked_at is not None and now - self._asked_at < DISCOVERY_INTERVAL
+            ):
+                return self._served
+            self._asked_at = now
+            self._served = self.api.served(ROLLOUTS)
+            return self._served
+
+
+class RolloutStream(Stream):
+    """Rollouts in one namespace (None: all): nothing is listed or watched until the API
+    server serves them; then ``on_served`` is called once and the stream runs as any other."""
+
+    def __init__(
+        self,
+        *args: Any,
+        on_served: Callable[[], None],
+        served: Callable[[], bool],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.on_served, self.served = on_served, served
+
+    def run(self) -> None:
+        # No Rollout exists while the kind is not served: nothing to wait for.
+        self._synced(True)
+        said = False
+        while not self.stopping.is_set():
+            try:
+                if self.served():
+                    break
+            except Exception as error:  # asked again later
+                log.warning(f"could not ask whether Rollouts are served: {_describe(error)}")
+            if not said:
+                said = True
+                log.info(
+                    "Rollouts (argoproj.io/v1alpha1) are not served: not watched; asking "
+                    f"again every {DISCOVERY_INTERVAL:g}s"
+                )
+            if self.stopping.wait(DISCOVERY_INTERVAL):
+                return
+        else:
+            return
+        log.info(f"Rollouts are served: listing and watching them in {self.scope}")
+        # Until listed, a change waits rather than miss a Rollout that uses its source.
+        self._synced(False)
+        self.on_served()
+        super().run()
+
+    def template_source(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A Rollout with ``spec.workloadRef`` runs the pod template of that Deployment."""
+        deployment = rollout_workload_ref(body)
+        if deployment is None:
+            return body
+        namespace = (body.get("metadata") or {}).get("namespace", "")
+        return with_template(body, self.api.read_workload("deployments", namespace, deployment))
 
 
 def _events(response: Any) -> Iterator[dict[str, Any]]:
@@ -273,10 +361,13 @@ class WorkloadWatcher:
         scopes: tuple[str | None, ...],
         inspect: Inspector,
         reloader: bool = False,
+        on_rollouts_served: Callable[[], None] | None = None,
     ) -> None:
         self.api, self.reference_map, self.inspect = api, reference_map, inspect
         self.reloader = reloader
         self.in_sync = threading.Event()
+        self.on_rollouts_served = on_rollouts_served
+        self.rollouts_served = ServedAsked(api)
         self.streams: list[Stream] = []
         self._lock = threading.Lock()
         self._started = False
@@ -284,8 +375,9 @@ class WorkloadWatcher:
             self._add(scope)
 
     def _add(self, namespace: str | None) -> list[Stream]:
-        streams = [
-            Stream(
+        streams: list[Stream] = []
+        for plural in WORKLOAD_KINDS:
+            arguments = (
                 self.api,
                 self.reference_map,
                 plural,
@@ -295,8 +387,14 @@ class WorkloadWatcher:
                 self._update,
                 self.reloader,
             )
-            for plural in WORKLOAD_KINDS
-        ]
+            if plural != ROLLOUTS:
+                streams.append(Stream(*arguments))
+            elif self.on_rollouts_served is not None:
+                streams.append(
+                    RolloutStream(
+                        *arguments, on_served=self.on_rollouts_served, served=self.rollouts_served
+                    )
+                )
         with self._lock:
             self.streams += streams
         return streams

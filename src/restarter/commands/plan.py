@@ -20,7 +20,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from restarter.commands import planning
-from restarter.model.references import WORKLOAD_KINDS
+from restarter.model.references import ROLLOUTS, WORKLOAD_KINDS
 from restarter.model.schedule import ScheduleError, parse_length, parse_zone
 from restarter.model.windows import format_length
 from restarter.runtime.kube import Api
@@ -120,11 +120,14 @@ def _api_message(error: ApiException) -> str:
 
 
 def list_pending(api: Api, namespace: str | None) -> list[tuple[str, dict[str, Any]]]:
-    """Every workload of the kinds restarter restarts, with its resource plural."""
+    """Every workload of the kinds restarter restarts, with its resource plural (Rollouts
+    only where their CRD is installed)."""
     found = []
     for plural in WORKLOAD_KINDS:
         where = f"in namespace {namespace}" if namespace else "in any namespace"
         try:
+            if plural == ROLLOUTS and not api.served(plural):
+                continue
             found += [(plural, item) for item in api.list_workloads(plural, namespace)]
         except ApiException as error:
             raise PlanError(f"cannot list {plural} {where}: {_api_message(error)}") from None

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+import types
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import kubernetes
 from kubernetes.client.exceptions import ApiException
@@ -25,6 +26,7 @@ from restarter.commands.release_plan import (
     release_patch,
 )
 from restarter.model import keys
+from restarter.model.references import ROLLOUTS, WORKLOAD_APIS
 from restarter.runtime import kube
 
 JSON_PATCH = "application/json-patch+json"
@@ -132,6 +134,7 @@ class FinalizerReleaser:
         report: Callable[[str], None],
     ) -> None:
         self._apps = apps
+        self._custom = kubernetes.client.CustomObjectsApi(apps.api_client)
         self._namespaces = tuple(namespaces)
         self._report = report
 
@@ -167,6 +170,9 @@ class FinalizerReleaser:
     def _carrying(self, kind: str, suffix: str) -> Iterator[Any]:
         """Metadata of every workload of ``kind`` in scope that carries our finalizer."""
         scopes: Sequence[str | None] = self._namespaces or (None,)
+        if suffix == ROLLOUTS:
+            yield from self._rollouts_carrying(scopes)
+            return
         for namespace in scopes:
             token: str | None = None
             while True:
@@ -181,10 +187,46 @@ class FinalizerReleaser:
                 if not token:
                     break
 
+    def _rollouts_carrying(self, scopes: Sequence[str | None]) -> Iterator[Any]:
+        """Rollouts carrying our finalizer; none when their CRD is not installed, or when
+        restarter may not list them (then it never held one)."""
+        for namespace in scopes:
+            token: str | None = None
+            while True:
+                options: dict[str, Any] = {"limit": PAGE, "_request_timeout": kube.REQUEST_TIMEOUT}
+                if token:
+                    options["_continue"] = token
+                try:
+                    page = kube.retrying(_rollout_lister(self._custom, namespace, options), "list")
+                except ApiException as error:
+                    if error.status in (403, 404):
+                        return
+                    where = namespace or "all namespaces"
+                    raise _failure(f"listing rollouts in {where}", error) from None
+                for item in page.get("items") or []:
+                    metadata = item.get("metadata") or {}
+                    if keys.FINALIZER in (metadata.get("finalizers") or ()):
+                        yield types.SimpleNamespace(
+                            namespace=metadata.get("namespace"),
+                            name=metadata.get("name"),
+                            finalizers=metadata.get("finalizers"),
+                        )
+                token = (page.get("metadata") or {}).get("continue")
+                if not token:
+                    break
+
     def _patch(
         self, suffix: str, namespace: str, name: str, patch: list[dict[str, Any]], label: str
     ) -> str:
-        method = getattr(self._apps, f"patch_namespaced_{suffix}")
+        if suffix == ROLLOUTS:
+            group, version = WORKLOAD_APIS[ROLLOUTS]
+
+            def method(name: str, namespace: str, body: Any, **options: Any) -> Any:
+                return self._custom.patch_namespaced_custom_object(
+                    group, version, namespace, ROLLOUTS, name, body, **options
+                )
+        else:
+            method = getattr(self._apps, f"patch_namespaced_{suffix}")
         try:
             kube.retrying(
                 lambda: method(
@@ -203,6 +245,20 @@ class FinalizerReleaser:
                 return "changed"
             raise _failure(f"removing {keys.FINALIZER} from {label}", error) from None
         return "released"
+
+
+def _rollout_lister(
+    custom: kubernetes.client.CustomObjectsApi, namespace: str | None, options: dict[str, Any]
+) -> Callable[[], dict[str, Any]]:
+    group, version = WORKLOAD_APIS[ROLLOUTS]
+    if namespace is None:
+        return lambda: cast(
+            dict[str, Any], custom.list_cluster_custom_object(group, version, ROLLOUTS, **options)
+        )
+    return lambda: cast(
+        dict[str, Any],
+        custom.list_namespaced_custom_object(group, version, namespace, ROLLOUTS, **options),
+    )
 
 
 def _lister(

@@ -20,9 +20,10 @@ from restarter.model.schedule import ScheduleError, parse_length
 COMMAND = "release-finalizers"
 DESCRIPTION = "Stop the operator, then remove its finalizer from every workload."
 
-#: apps/v1 workload kinds a pending timer may hold: (name printed, kubernetes client suffix).
+#: Workload kinds a pending timer may hold: (name printed, kubernetes client suffix; for a
+#: Rollout, a custom resource, its plural).
 WORKLOAD_KINDS = tuple(
-    (kind.lower(), CLIENT_STEMS[plural]) for plural, kind in RESTARTED_KINDS.items()
+    (kind.lower(), CLIENT_STEMS.get(plural, plural)) for plural, kind in RESTARTED_KINDS.items()
 )
 
 

@@ -96,26 +96,30 @@ def stamp_patch(
     request: WindowRequest,
     change: str | None = None,
     changed_keys: KeyNames = None,
+    rollout: bool = False,
 ) -> dict[str, Any]:
     """Strategic merge patch marking a workload as pending for one change of the named source
     (the changed keys it reads named in the mark, never their values; None: unknown).
 
     The same request sets the pending label (so kopf's label-selected watch sees the
     workload) and adds our finalizer (``finalizers`` merges as a set under a strategic
-    merge patch): kopf finds it present and sends no finalizer patch of its own.
+    merge patch): kopf finds it present and sends no finalizer patch of its own. A
+    Rollout takes only a JSON merge patch, which would replace its whole finalizer list:
+    its stamp leaves the finalizer to kopf's timer, which adds it before its first tick.
     """
-    return {
-        "metadata": {
-            "labels": {keys.PENDING_LABEL: "true"},
-            "finalizers": [keys.FINALIZER],
-            "annotations": {
-                keys.pending_key(kind, name): str(int(seen.timestamp())),
-                keys.window_key(kind, name): request.to_mark(
-                    f"{SOURCE_KINDS[kind]}/{name}", change, changed_keys
-                ),
-            },
-        }
+    metadata: dict[str, Any] = {
+        "labels": {keys.PENDING_LABEL: "true"},
+        "finalizers": [keys.FINALIZER],
+        "annotations": {
+            keys.pending_key(kind, name): str(int(seen.timestamp())),
+            keys.window_key(kind, name): request.to_mark(
+                f"{SOURCE_KINDS[kind]}/{name}", change, changed_keys
+            ),
+        },
     }
+    if rollout:
+        del metadata["finalizers"]
+    return {"metadata": metadata}
 
 
 def label_repair(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -270,11 +274,12 @@ def decide_restart(
     """Restart now, wait, or report why not; the patch is one atomic merge patch."""
     metadata = workload.get("metadata", {})
     annotations = metadata.get("annotations") or {}
+    rollout = is_rollout(workload)
     marks = pending_marks(annotations)
     sources = tuple(mark.token for mark in marks)
     if opted_out(annotations):
         return RestartDecision(
-            Action.OPTED_OUT, patch=clear_patch(annotations, metadata), sources=sources
+            Action.OPTED_OUT, patch=clear_patch(annotations, metadata, rollout), sources=sources
         )
     # A mark stamped again for a change this workload already restarted for (a fan-out
     # resumed after a crash, or retried after a refused stamp) asks for nothing.
@@ -282,7 +287,7 @@ def decide_restart(
     marks = [mark for mark in marks if not satisfied(mark, recorded)]
     if not marks:
         return RestartDecision(
-            Action.SATISFIED, patch=clear_patch(annotations, metadata), sources=sources
+            Action.SATISFIED, patch=clear_patch(annotations, metadata, rollout), sources=sources
         )
     requested: list[tuple[Mark, Window]] = []
     problems: list[str] = []
@@ -307,7 +312,7 @@ def decide_restart(
         )
     return RestartDecision(
         Action.RESTART,
-        patch=restart_patch(annotations, metadata, now, _restarted_at_of(workload)),
+        patch=restart_patch(annotations, metadata, now, _restarted_at_of(workload), rollout),
         next_start=next_start,
         sources=sources,
         problems=tuple(problems),
@@ -316,9 +321,18 @@ def decide_restart(
     )
 
 
+def is_rollout(workload: Mapping[str, Any]) -> bool:
+    """True for an Argo Rollout: restarted through ``spec.restartAt``, patched by JSON merge."""
+    return workload.get("kind") == "Rollout"
+
+
 def _restarted_at_of(workload: Mapping[str, Any]) -> str | None:
-    template = ((workload.get("spec") or {}).get("template") or {}).get("metadata") or {}
-    value = (template.get("annotations") or {}).get(keys.RESTARTED_AT)
+    spec = workload.get("spec") or {}
+    if is_rollout(workload):
+        value = spec.get("restartAt")
+    else:
+        template = (spec.get("template") or {}).get("metadata") or {}
+        value = (template.get("annotations") or {}).get(keys.RESTARTED_AT)
     return value if isinstance(value, str) else None
 
 
@@ -342,27 +356,33 @@ def _due_and_closes(
     return min(starts), closes
 
 
-def clear_patch(annotations: Mapping[str, str], metadata: Mapping[str, Any]) -> dict[str, Any]:
+def clear_patch(
+    annotations: Mapping[str, str], metadata: Mapping[str, Any], rollout: bool = False
+) -> dict[str, Any]:
     """Strategic merge patch: every mark, the pending label and our finalizer removed.
 
     Conditional on the resourceVersion: a mark stamped after we read the object makes
     the patch fail (409) rather than be erased unseen. The finalizer goes in the same
     request because, once the label is gone, kopf's label-selected watch no longer sees
-    the workload and so would never remove it.
+    the workload and so would never remove it. For a Rollout (a JSON merge patch) the
+    finalizer list is sent whole, without ours: the resourceVersion makes that safe.
     """
     cleared: dict[str, str | None] = {
         key: None for key in annotations if key.startswith(keys.MARK_PREFIXES)
     }
-    # The finalizer is removed even if the body read lacks it: kopf may have added it
-    # since, and removing an absent entry is a no-op.
-    return {
-        "metadata": {
-            "resourceVersion": metadata.get("resourceVersion"),
-            "labels": {keys.PENDING_LABEL: None},
-            "$deleteFromPrimitiveList/finalizers": [keys.FINALIZER],
-            "annotations": cleared,
-        }
+    patched: dict[str, Any] = {
+        "resourceVersion": metadata.get("resourceVersion"),
+        "labels": {keys.PENDING_LABEL: None},
+        "annotations": cleared,
     }
+    finalizers = list(metadata.get("finalizers") or [])
+    if not rollout:
+        # Removed even if the body read lacks it: kopf may have added it since, and
+        # removing an absent entry is a no-op.
+        patched["$deleteFromPrimitiveList/finalizers"] = [keys.FINALIZER]
+    elif keys.FINALIZER in finalizers:
+        patched["finalizers"] = [name for name in finalizers if name != keys.FINALIZER]
+    return {"metadata": patched}
 
 
 def restart_patch(
@@ -370,13 +390,16 @@ def restart_patch(
     metadata: Mapping[str, Any],
     now: dt.datetime,
     previous: str | None = None,
+    rollout: bool = False,
 ) -> dict[str, Any]:
     """restartedAt on the pod template, restart-ts, marks, label, finalizer: one request.
 
-    The changes the marks were for are added to restarted-for, so a mark stamped again for
-    one of them is cleared, not restarted for a second time.
+    A Rollout gets ``spec.restartAt`` instead: Argo Rollouts replaces its pods when that
+    time is past and later than its ``status.restartedAt``. The changes the marks were
+    for are added to restarted-for, so a mark stamped again for one of them is cleared,
+    not restarted for a second time.
     """
-    patch = clear_patch(annotations, metadata)
+    patch = clear_patch(annotations, metadata, rollout)
     patch["metadata"]["annotations"][keys.RESTART_TS] = str(int(now.timestamp()))
     now_for = {mark.token: mark.change for mark in pending_marks(annotations) if mark.change}
     earlier = [item for item in restarted_for(annotations).items() if item[0] not in now_for]
@@ -385,6 +408,8 @@ def restart_patch(
         patch["metadata"]["annotations"][keys.RESTARTED_FOR] = json.dumps(
             recorded, sort_keys=True, separators=(",", ":")
         )
+    if rollout:
+        return {**patch, "spec": {"restartAt": restarted_at(now, previous)}}
     return {
         **patch,
         "spec": {

@@ -109,14 +109,49 @@ def workload_key(plural: str, body: Mapping[str, Any]) -> WorkloadKey:
 #: The API kinds of sources, by the short kind used in annotation keys.
 SOURCE_KINDS = {SECRET: "Secret", CONFIGMAP: "ConfigMap"}
 
-#: The workloads restarter restarts (all apps/v1), by resource plural.
+#: Argo Rollouts' Rollout (``argoproj.io/v1alpha1``): restarted only while its CRD is served.
+ROLLOUTS = "rollouts"
+
+#: The workloads restarter restarts, by resource plural.
 WORKLOAD_KINDS = {
     "deployments": "Deployment",
     "statefulsets": "StatefulSet",
     "daemonsets": "DaemonSet",
+    ROLLOUTS: "Rollout",
 }
 
-#: The stem of each workload's AppsV1Api methods (``patch_namespaced_<stem>``).
+#: The built-in (``apps/v1``) workload kinds: always served.
+APPS_KINDS = ("deployments", "statefulsets", "daemonsets")
+
+#: Each workload kind's (API group, version).
+WORKLOAD_APIS = {
+    **{plural: ("apps", "v1") for plural in APPS_KINDS},
+    ROLLOUTS: ("argoproj.io", "v1alpha1"),
+}
+
+
+def api_version(plural: str) -> str:
+    group, version = WORKLOAD_APIS[plural]
+    return f"{group}/{version}"
+
+
+def rollout_workload_ref(body: Mapping[str, Any]) -> str | None:
+    """The Deployment whose pod template a Rollout uses (``spec.workloadRef``), or None
+    when the Rollout has a template of its own."""
+    ref = (body.get("spec") or {}).get("workloadRef") or {}
+    if ref.get("kind") == "Deployment" and ref.get("name"):
+        return str(ref["name"])
+    return None
+
+
+def with_template(body: Mapping[str, Any], referenced: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A Rollout's body with the pod template of the Deployment its workloadRef names
+    (an empty template when that Deployment is missing)."""
+    template = ((referenced or {}).get("spec") or {}).get("template") or {}
+    return {**body, "spec": {**(body.get("spec") or {}), "template": template}}
+
+
+#: The stem of each apps/v1 workload's AppsV1Api methods (``patch_namespaced_<stem>``).
 CLIENT_STEMS = {
     "deployments": "deployment",
     "statefulsets": "stateful_set",

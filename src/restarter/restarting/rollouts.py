@@ -1,10 +1,13 @@
 """Whether a workload's rollout is complete, by the rules ``kubectl rollout status`` uses.
 
-Pure: a workload body (plain dict) and its resource plural in, a ``Progress`` out.
+Pure: a workload body (plain dict) and its resource plural in, a ``Progress`` out. An
+Argo Rollout is complete by its own controller's word: ``status.phase`` Healthy and
+``status.restartedAt`` caught up with ``spec.restartAt``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 from collections.abc import Mapping
 from typing import Any
@@ -27,7 +30,32 @@ def progress(plural: str, body: Mapping[str, Any]) -> Progress:
         return _deployment(generation, observed, spec, status)
     if plural == "statefulsets":
         return _statefulset(generation, observed, spec, status)
+    if plural == "rollouts":
+        return _rollout(spec, status)
     return _daemonset(generation, observed, spec, status)
+
+
+def _rollout(spec: Mapping[str, Any], status: Mapping[str, Any]) -> Progress:
+    """Argo Rollouts sets ``status.restartedAt`` to ``spec.restartAt`` once every pod is
+    newer than it, and ``status.phase`` Healthy once the rollout is done (its phase also
+    covers an unobserved generation)."""
+    if status.get("phase") != "Healthy":
+        return Progress.PROGRESSING
+    asked = _instant(spec.get("restartAt"))
+    if asked is None:
+        return Progress.COMPLETE
+    done = _instant(status.get("restartedAt"))
+    return Progress.COMPLETE if done is not None and done >= asked else Progress.PROGRESSING
+
+
+def _instant(value: Any) -> dt.datetime | None:
+    """An RFC 3339 time as Kubernetes writes it, or None if absent or unreadable."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(value)
+    except ValueError:
+        return None
 
 
 def _deployment(

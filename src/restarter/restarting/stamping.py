@@ -16,7 +16,13 @@ from typing import Any
 from restarter.cluster.reference_map import ReferenceMap
 from restarter.model import checksums, decisions, keys, windows
 from restarter.model.decisions import Change
-from restarter.model.references import SOURCE_KINDS, WORKLOAD_KINDS, KeyNames
+from restarter.model.references import (
+    ROLLOUTS,
+    SOURCE_KINDS,
+    WORKLOAD_KINDS,
+    KeyNames,
+    api_version,
+)
 from restarter.model.schedule import ScheduleError, next_restart, parse_zone
 from restarter.restarting import posting
 from restarter.runtime import metrics
@@ -114,7 +120,7 @@ def _invalid_workload_window(
     workload = context.api.read_workload(plural, namespace, name)
     if workload is not None:
         context.poster.warn(
-            {**workload, "apiVersion": "apps/v1", "kind": WORKLOAD_KINDS[plural]},
+            {**workload, "apiVersion": api_version(plural), "kind": WORKLOAD_KINDS[plural]},
             reason="InvalidWindow",
             message=message,
         )
@@ -270,16 +276,22 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
     change_id, begin = decisions.change_id(metadata, current)
     if begin and targets:
         api.patch_source(kind, namespace, name, decisions.begin_change_patch(change_id, current))
+
     # One patch per distinct set of keys read and window: most dependents share one.
+    def patch_key(dependent: tuple[str, str]) -> tuple[KeyNames, windows.WindowRequest, bool]:
+        return seen_keys[dependent], requests[dependent], dependent[0] == ROLLOUTS
+
     patches = {
-        asked_for: decisions.stamp_patch(kind, name, now, asked_for[1], change_id, asked_for[0])
-        for asked_for in {(seen_keys[dependent], requests[dependent]) for dependent in targets}
+        (read, request, rollout): decisions.stamp_patch(
+            kind, name, now, request, change_id, read, rollout
+        )
+        for read, request, rollout in {patch_key(dependent) for dependent in targets}
     }
     token = keys.source_token(kind, name)
 
     def stamp(dependent: tuple[str, str]) -> dict[str, Any] | Exception | None:
         try:
-            patch = patches[seen_keys[dependent], requests[dependent]]
+            patch = patches[patch_key(dependent)]
             return api.patch_workload(dependent[0], namespace, dependent[1], patch)
         except Exception as error:  # one refused patch must not stop the others
             return error

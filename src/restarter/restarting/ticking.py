@@ -127,7 +127,7 @@ def _decide(
     if decision.action is Action.PAUSED:
         if not memo.get("reported_paused"):
             memo["reported_paused"] = True
-            message = "restart due but the Deployment is paused; it stays pending until resumed"
+            message = f"restart due but the {timer.kind} is paused; it stays pending until resumed"
             logger.info(message)
             posting.event(workload, type="Normal", reason="RestartDeferred", message=message)
         return None

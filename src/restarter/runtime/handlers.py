@@ -17,7 +17,12 @@ from restarter.cluster.source_watching import SourceWatcher
 from restarter.cluster.workload_watching import WorkloadWatcher
 from restarter.commands.release_finalizers import FinalizerReleaser, ReleaseFailed
 from restarter.model import keys
-from restarter.model.references import SOURCE_KINDS, WORKLOAD_KINDS
+from restarter.model.references import (
+    APPS_KINDS,
+    ROLLOUTS,
+    SOURCE_KINDS,
+    WORKLOAD_APIS,
+)
 from restarter.restarting import posting
 from restarter.restarting.checking import SourceChecks
 from restarter.restarting.observing import PacerSweeper, WorkloadObserver
@@ -26,6 +31,7 @@ from restarter.restarting.scoping import ScopeFollower
 from restarter.restarting.stamping import SourceContext, SourceTurns, check_source
 from restarter.restarting.ticking import TimerContext, restart_when_due, timer_wanted
 from restarter.runtime.kube import Api
+from restarter.runtime.late_kinds import LateKind
 from restarter.runtime.settings import Settings
 
 #: The log of sources kopf does not watch (unlabelled ones that workloads opted in for).
@@ -45,8 +51,14 @@ TIMER_BACKOFF = 10.0
 STARTUP_SYNC_TIMEOUT = 300.0
 
 
-def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
-    """Register every handler with the decorator arguments the settings give."""
+def build_registry(
+    settings: Settings, api: Api, insights: Any | None = None
+) -> kopf.OperatorRegistry:
+    """Register every handler with the decorator arguments the settings give.
+
+    ``insights`` is kopf's view of the resources it serves (the one ``kopf.run`` gets):
+    when Rollouts become served, their timer is registered and the kind added to it.
+    """
     registry = kopf.OperatorRegistry()
     seen_checksums: dict[tuple[str, str, str], str] = {}
     turns = SourceTurns()
@@ -60,7 +72,19 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
     # source checks act only there, and the workload streams watch only those.
     scope = NamespaceScope(selector)
     scopes: tuple[str | None, ...] = () if selector else (settings.namespaces or (None,))
-    watcher = WorkloadWatcher(api, reference_map, scopes, observer, settings.reloader_annotations)
+    rollouts = LateKind(
+        ROLLOUTS,
+        insights,
+        lambda: _register_workload(registry, ROLLOUTS, settings, api, pacer, seen, scope),
+    )
+    watcher = WorkloadWatcher(
+        api,
+        reference_map,
+        scopes,
+        observer,
+        settings.reloader_annotations,
+        on_rollouts_served=rollouts.served if settings.rollouts else None,
+    )
     sweeper = PacerSweeper(api, pacer)
 
     def unlabelled_context(kind: str) -> SourceContext:
@@ -107,6 +131,7 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
         executor = settings.execution.executor
         assert isinstance(executor, ThreadPoolExecutor)
         asyncio.get_running_loop().set_default_executor(executor)
+        rollouts.loop = asyncio.get_running_loop()
 
     @kopf.on.login(registry=registry, id="login")
     def login(**kwargs: Any) -> Any:
@@ -137,7 +162,7 @@ def build_registry(settings: Settings, api: Api) -> kopf.OperatorRegistry:
                 "wait until they are"
             )
 
-    for plural in WORKLOAD_KINDS:
+    for plural in APPS_KINDS:
         _register_workload(registry, plural, settings, api, pacer, seen, scope)
 
     for kind in SOURCE_KINDS:
@@ -176,9 +201,11 @@ def _register_workload(
     seen: SeenMarks,
     scope: NamespaceScope,
 ) -> None:
+    group, version = WORKLOAD_APIS[plural]
+
     @kopf.timer(
-        "apps",
-        "v1",
+        group,
+        version,
         plural,
         id=f"pending_restart_{plural}",
         registry=registry,

@@ -14,12 +14,20 @@ import kubernetes
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from restarter.model.references import CLIENT_STEMS, WORKLOAD_KINDS
+from restarter.model.references import (
+    CLIENT_STEMS,
+    ROLLOUTS,
+    WORKLOAD_APIS,
+    WORKLOAD_KINDS,
+    api_version,
+)
 from restarter.runtime import metrics
 
 MERGE_PATCH = "application/merge-patch+json"
-#: Workloads are built-in types: a strategic merge patch can add to and remove from
-#: ``metadata.finalizers`` without replacing the list (a JSON merge patch cannot).
+#: The apps/v1 workloads are built-in types: a strategic merge patch can add to and remove
+#: from ``metadata.finalizers`` without replacing the list (a JSON merge patch cannot).
+#: Custom resources (Rollouts) take only JSON merge patches (model/decisions.py sends them
+#: the whole list, conditional on the resourceVersion read).
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 RETRIABLE = frozenset({429, 500, 502, 503, 504})
 ATTEMPTS = 4
@@ -141,6 +149,7 @@ class Api:
         self.client = client
         self._core = kubernetes.client.CoreV1Api(client)
         self._apps = kubernetes.client.AppsV1Api(client)
+        self._custom = kubernetes.client.CustomObjectsApi(client)
 
     @staticmethod
     def _plain(response: Any) -> dict[str, Any]:
@@ -166,7 +175,17 @@ class Api:
     def patch_workload(
         self, plural: str, namespace: str, name: str, patch: dict[str, Any]
     ) -> dict[str, Any] | None:
-        """Strategic-merge-patch a Deployment, StatefulSet or DaemonSet (by resource plural)."""
+        """Strategic-merge-patch a Deployment, StatefulSet or DaemonSet, merge-patch a
+        Rollout (by resource plural)."""
+        if plural == ROLLOUTS:
+            group, version = WORKLOAD_APIS[plural]
+
+            def custom(name: str, namespace: str, body: Any, **options: Any) -> Any:
+                return self._custom.patch_namespaced_custom_object(
+                    group, version, namespace, plural, name, body, **options
+                )
+
+            return self._patch(custom, namespace, name, patch, MERGE_PATCH)
         method = getattr(self._apps, f"patch_namespaced_{CLIENT_STEMS[plural]}")
         return self._patch(method, namespace, name, patch, STRATEGIC_MERGE_PATCH)
 
@@ -176,7 +195,7 @@ class Api:
         """An Event on a workload from outside kopf's handlers (``type``, ``reason``,
         ``message``), shown by ``kubectl describe`` like kopf's own."""
         self._post(
-            {"apiVersion": "apps/v1", "kind": WORKLOAD_KINDS[plural], "uid": uid},
+            {"apiVersion": api_version(plural), "kind": WORKLOAD_KINDS[plural], "uid": uid},
             namespace,
             name,
             event,
@@ -224,9 +243,32 @@ class Api:
         return self._read(method, namespace, name)
 
     def read_workload(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
-        """A Deployment, StatefulSet or DaemonSet as it is now, or None if it is gone."""
+        """A Deployment, StatefulSet, DaemonSet or Rollout as it is now, or None if gone."""
+        if plural == ROLLOUTS:
+            group, version = WORKLOAD_APIS[plural]
+
+            def custom(name: str, namespace: str, **options: Any) -> Any:
+                return self._custom.get_namespaced_custom_object(
+                    group, version, namespace, plural, name, **options
+                )
+
+            return self._read(custom, namespace, name)
         method = getattr(self._apps, f"read_namespaced_{CLIENT_STEMS[plural]}")
         return self._read(method, namespace, name)
+
+    def served(self, plural: str) -> bool:
+        """True when the API server serves the kind (its group version's discovery lists
+        it): how restarter notices that the Rollout CRD was installed. Discovery needs no
+        RBAC rule of its own."""
+        group, version = WORKLOAD_APIS[plural]
+
+        def discovery(_name: str, _namespace: str, **options: Any) -> Any:
+            return self._custom.get_api_resources(group, version, **options)
+
+        found = self._read(discovery, "", "")
+        return found is not None and any(
+            item.get("name") == plural for item in found.get("resources") or []
+        )
 
     def _read(self, method: Callable[..., Any], namespace: str, name: str) -> dict[str, Any] | None:
         try:
@@ -337,6 +379,15 @@ class Api:
         return cast(Callable[..., Any], getattr(self._core, f"list_{stem}_for_all_namespaces"))
 
     def _lister(self, plural: str, namespace: str | None) -> Callable[..., Any]:
+        if plural == ROLLOUTS:
+            group, version = WORKLOAD_APIS[plural]
+            if namespace:
+                return lambda **options: self._custom.list_namespaced_custom_object(
+                    group, version, namespace, plural, **options
+                )
+            return lambda **options: self._custom.list_cluster_custom_object(
+                group, version, plural, **options
+            )
         stem = CLIENT_STEMS[plural]
         if namespace:
             method = getattr(self._apps, f"list_namespaced_{stem}")

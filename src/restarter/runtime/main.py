@@ -8,10 +8,11 @@ import sys
 from collections.abc import Sequence
 
 import kopf
+from kopf._cogs.structs.references import Insights  # kopf.run's insights; not re-exported
 
 from restarter.commands import plan, release_finalizers, release_plan
 from restarter.model import keys
-from restarter.model.references import WORKLOAD_KINDS
+from restarter.model.references import WORKLOAD_APIS, WORKLOAD_KINDS
 from restarter.runtime import leadership, metrics
 from restarter.runtime import settings as settings_module
 from restarter.runtime.handlers import build_registry
@@ -33,7 +34,8 @@ def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
     # kopf sees only pending workloads (its timers, finalizer and per-object memory);
     # who uses which source comes from restarter's own reference map instead.
     for plural in WORKLOAD_KINDS:
-        operator.watching.label_selectors["apps", plural] = keys.PENDING_LABEL
+        group, _ = WORKLOAD_APIS[plural]
+        operator.watching.label_selectors[group, plural] = keys.PENDING_LABEL
     operator.watching.chunk_size = 500
     # Only built-in resources in exact namespaces: no need to watch CRDs or namespaces,
     # so RBAC needs no access to either.
@@ -102,8 +104,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         metrics.LEADER.set(1)
     api = Api(client)
+    # kopf's view of the resources it serves: a kind whose CRD appears later joins it.
+    insights = Insights()
     kopf.run(
-        registry=build_registry(settings, api),
+        registry=build_registry(settings, api, insights),
+        insights=insights,
         settings=kopf_settings(settings),
         standalone=True,
         clusterwide=not settings.namespaces,

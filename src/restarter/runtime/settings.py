@@ -78,6 +78,10 @@ class Settings:
     """Honour Reloader's workload annotations (``reloader.stakater.com/auto`` and the rest)
     as opt-ins (``RESTARTER_RELOADER_ANNOTATIONS``: ``true``)."""
 
+    rollouts: bool = True
+    """Restart Argo Rollouts too, once their CRD is served (``RESTARTER_ROLLOUTS``:
+    ``false`` never asks, lists or watches them)."""
+
     reloader_window: str = "now"
     """The window of a workload that opted in through Reloader's annotations and has no
     ``restarter.io/restart-at``: ``now`` or ``HH.MM[_HH.MM...]``
@@ -187,6 +191,7 @@ def build(
         log_format=args.log_format,
         reloader_annotations=args.reloader_annotations,
         reloader_window=reloader_window,
+        rollouts=not args.no_rollouts,
     )
 
 
@@ -330,6 +335,13 @@ def _parser(env: Mapping[str, str], commands: Sequence[tuple[str, str]]) -> argp
         default=env.get("RESTARTER_RELOADER_ANNOTATIONS", "").lower() == "true",
         help="honour Reloader's workload annotations (reloader.stakater.com/auto and the "
         "rest) as opt-ins [RESTARTER_RELOADER_ANNOTATIONS=true; default: off]",
+    )
+    parser.add_argument(
+        "--no-rollouts",
+        action="store_true",
+        default=env.get("RESTARTER_ROLLOUTS", "").lower() == "false",
+        help="never restart Argo Rollouts, even when their CRD is served (no discovery, "
+        "list or watch of them) [RESTARTER_ROLLOUTS=false; default: restarted]",
     )
     option(
         "--reloader-window",
