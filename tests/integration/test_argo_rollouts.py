@@ -270,3 +270,41 @@ def test_with_the_crd_at_install_the_chart_grants_rollouts_and_its_sa_restarts_o
             running.stop()
     finally:
         helm(cluster, "uninstall", release, "-n", "restarter-system", "--no-hooks", check=False)
+
+
+def test_with_a_namespace_selector_a_rollout_restarts_only_in_a_namespace_labelled_in(
+    cluster: Cluster,
+    core: Core,
+    custom: Custom,
+    namespace: str,
+    tmp_path: Path,
+    argo: Callable[[], ArgoRollouts],
+) -> None:
+    """The namespace comes into scope after the operator started: its Rollout stream is
+    one of those it starts then."""
+    argo()
+    value = uuid.uuid4().hex[:8]
+    other = f"{namespace[:50]}-other"
+    core.create_namespace({"metadata": {"name": other}})
+    args = ["--namespace-selector", f"rollout-test={value}", "--timer-interval", "1"]
+    running = Operator(cluster, tmp_path / "operator.log", args).start()
+    try:
+        for each in (namespace, other):
+            core.create_namespaced_secret(each, secret("db", {"password": "a"}, window_open_now()))
+            body = rollout("web", env=[env_from_secret("db")], replicas=1)
+            custom.create_namespaced_custom_object(GROUP, VERSION, each, PLURAL, body)
+        core.patch_namespace(namespace, {"metadata": {"labels": {"rollout-test": value}}})
+        baseline(core, namespace, "db")
+        change_data(core, other, "db", "b")
+        change_data(core, namespace, "db", "b")
+        wait_for(lambda: events(core, namespace, "web", "Restarted"), 60, message="the restart")
+        assert "restartAt" in read(custom, namespace, "web")["spec"]
+
+        time.sleep(TICKS)
+        untouched = read(custom, other, "web")
+        assert "restartAt" not in untouched["spec"] and marks(untouched) == {}
+        assert events(core, other, "web", "Restarted") == []
+        assert "Traceback" not in running.log()
+    finally:
+        running.stop()
+        core.delete_namespace(other)

@@ -28,6 +28,7 @@ from kubernetes.watch.watch import iter_resp_lines
 from restarter.cluster.reference_map import ReferenceMap, uses_of
 from restarter.model.optin import OptIn
 from restarter.model.references import (
+    APPS_KINDS,
     ROLLOUTS,
     WORKLOAD_KINDS,
     rollout_workload_ref,
@@ -284,6 +285,12 @@ class ServedAsked:
             self._served = self.api.served(ROLLOUTS)
             return self._served
 
+    @property
+    def known(self) -> bool:
+        """Served, as last asked (asks nothing)."""
+        with self._lock:
+            return self._served
+
 
 class RolloutStream(Stream):
     """Rollouts in one namespace (None: all): nothing is listed or watched until the API
@@ -398,6 +405,18 @@ class WorkloadWatcher:
         with self._lock:
             self.streams += streams
         return streams
+
+    def kinds(self) -> tuple[str, ...]:
+        """The workload kinds there are to act on: Rollouts when wanted and served (asked
+        of discovery at most once per interval)."""
+        if self.on_rollouts_served is None:
+            return APPS_KINDS
+        try:
+            served = self.rollouts_served()
+        except Exception as error:  # as last known; the streams ask again
+            log.warning(f"could not ask whether Rollouts are served: {_describe(error)}")
+            served = self.rollouts_served.known
+        return (*APPS_KINDS, ROLLOUTS) if served else APPS_KINDS
 
     def _update(self) -> None:
         """in_sync: every stream has listed and none is between a failure and its retry."""

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from restarter.cluster.namespace_watching import NamespaceScope
 from restarter.cluster.workload_watching import WorkloadWatcher
 from restarter.model import keys
-from restarter.model.references import SOURCE_KINDS, WORKLOAD_KINDS
+from restarter.model.references import SOURCE_KINDS
 from restarter.runtime.kube import Api
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class ScopeFollower:
     def _hold_pending(self, namespace: str) -> int:
         """Give each pending workload the finalizer: the event makes kopf start its timer."""
         held = 0
-        for plural in WORKLOAD_KINDS:
+        for plural in self.watcher.kinds():
             for metadata in self.api.labelled_names(plural, namespace, keys.PENDING_LABEL):
                 if "deletionTimestamp" in metadata:
                     continue

@@ -334,7 +334,7 @@ class Api:
     def labelled_names(self, resource: str, namespace: str, label: str) -> list[dict[str, Any]]:
         """The metadata of every workload (by plural) or source (``secret``,
         ``configmap``) in ``namespace`` that carries ``label``: never a source's data."""
-        if resource in CLIENT_STEMS:
+        if resource in WORKLOAD_KINDS:
             lister = self._lister(resource, namespace)
         else:
             lister = self._source_lister(resource, namespace)
