@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -87,7 +88,11 @@ def build_registry(
     )
     sweeper = PacerSweeper(api, pacer)
 
-    def unlabelled_context(kind: str) -> SourceContext:
+    def source_context(
+        kind: str, logger: Any, poster: posting.Poster = posting.KOPF
+    ) -> SourceContext:
+        """What one check of a source needs: kopf's per-object logger and Event queue in
+        its handlers, restarter's own log and the API outside them."""
         return SourceContext(
             kind,
             settings,
@@ -95,10 +100,13 @@ def build_registry(
             reference_map,
             watcher.in_sync,
             seen_checksums,
-            SOURCES_LOG,
-            posting.ApiPoster(api),
+            logger,
+            poster,
             turns,
         )
+
+    def unlabelled_context(kind: str) -> SourceContext:
+        return source_context(kind, SOURCES_LOG, posting.ApiPoster(api))
 
     checks = SourceChecks(unlabelled_context)
     entering_checks = SourceChecks(unlabelled_context, labelled=True)
@@ -166,9 +174,7 @@ def build_registry(
         _register_workload(registry, plural, settings, api, pacer, seen, scope)
 
     for kind in SOURCE_KINDS:
-        _register_source(
-            registry, kind, settings, api, reference_map, watcher, seen_checksums, scope, turns
-        )
+        _register_source(registry, kind, source_context, scope)
 
     @kopf.on.cleanup(registry=registry, id="release_finalizers")
     def release_finalizers(logger: Any, **_: Any) -> None:
@@ -231,13 +237,8 @@ def _register_workload(
 def _register_source(
     registry: kopf.OperatorRegistry,
     kind: str,
-    settings: Settings,
-    api: Api,
-    reference_map: ReferenceMap,
-    watcher: WorkloadWatcher,
-    seen_checksums: dict[tuple[str, str, str], str],
+    context_for: Callable[[str, Any], SourceContext],
     scope: NamespaceScope,
-    turns: SourceTurns,
 ) -> None:
     @kopf.on.event(
         "v1",
@@ -251,14 +252,5 @@ def _register_source(
         """A labelled source was listed, added or modified: compare its checksum."""
         if event.get("type") == "DELETED":
             return
-        context = SourceContext(
-            kind,
-            settings,
-            api,
-            reference_map,
-            watcher.in_sync,
-            seen_checksums,
-            logger,
-            turns=turns,
-        )
+        context = context_for(kind, logger)
         await check_source(context, body)

@@ -225,6 +225,14 @@ def _parser(env: Mapping[str, str], commands: Sequence[tuple[str, str]]) -> argp
             help=f"{what} [{variable}; default: {default}]",
         )
 
+    def switch(flag: str, variable: str, value: str, what: str, otherwise: str) -> None:
+        parser.add_argument(
+            flag,
+            action="store_true",
+            default=env.get(variable, "").lower() == value,
+            help=f"{what} [{variable}={value}; default: {otherwise}]",
+        )
+
     option(
         "--timezone",
         "RESTARTER_TIMEZONE",
@@ -312,12 +320,12 @@ def _parser(env: Mapping[str, str], commands: Sequence[tuple[str, str]]) -> argp
         "port of the Prometheus /metrics endpoint; 0: none",
         "PORT",
     )
-    parser.add_argument(
+    switch(
         "--leader-election",
-        action="store_true",
-        default=env.get("RESTARTER_LEADER_ELECTION", "").lower() == "true",
-        help="act only while holding a Lease, so that replicas can stand by "
-        "[RESTARTER_LEADER_ELECTION=true; default: off]",
+        "RESTARTER_LEADER_ELECTION",
+        "true",
+        "act only while holding a Lease, so that replicas can stand by",
+        "off",
     )
     parser.add_argument(
         "--lease-namespace",
@@ -329,19 +337,21 @@ def _parser(env: Mapping[str, str], commands: Sequence[tuple[str, str]]) -> argp
         f"default: {defaults.lease_namespace}]",
     )
     option("--lease-name", "RESTARTER_LEASE_NAME", defaults.lease_name, "name of the Lease", "NAME")
-    parser.add_argument(
+    switch(
         "--reloader-annotations",
-        action="store_true",
-        default=env.get("RESTARTER_RELOADER_ANNOTATIONS", "").lower() == "true",
-        help="honour Reloader's workload annotations (reloader.stakater.com/auto and the "
-        "rest) as opt-ins [RESTARTER_RELOADER_ANNOTATIONS=true; default: off]",
+        "RESTARTER_RELOADER_ANNOTATIONS",
+        "true",
+        "honour Reloader's workload annotations (reloader.stakater.com/auto and the rest) "
+        "as opt-ins",
+        "off",
     )
-    parser.add_argument(
+    switch(
         "--no-rollouts",
-        action="store_true",
-        default=env.get("RESTARTER_ROLLOUTS", "").lower() == "false",
-        help="never restart Argo Rollouts, even when their CRD is served (no discovery, "
-        "list or watch of them) [RESTARTER_ROLLOUTS=false; default: restarted]",
+        "RESTARTER_ROLLOUTS",
+        "false",
+        "never restart Argo Rollouts, even when their CRD is served (no discovery, list or "
+        "watch of them)",
+        "restarted",
     )
     option(
         "--reloader-window",
