@@ -81,7 +81,7 @@ def test_a_source_that_loses_its_label_is_followed_from_then_on() -> None:
 
 def test_a_deleted_source_is_forgotten() -> None:
     versions = Versions()
-    versions.label(("secret", "ns", "a"), True)
+    versions.labelled(("secret", "ns", "a"))
     versions.update(("secret", "ns", "b"), "3")
     stream = SourceStream(
         None,  # type: ignore[arg-type]

@@ -44,22 +44,20 @@ class Versions:
         self._labelled: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
 
-    def label(self, key: tuple[str, str, str], labelled: bool) -> None:
-        """Note whether the source carries the label; a labelled one has no version here."""
+    def labelled(self, key: tuple[str, str, str]) -> None:
+        """The source carries the label: kopf's, so it has no version here."""
         with self._lock:
-            if labelled:
-                self._labelled.add((key[0], sys.intern(key[1]), sys.intern(key[2])))
-                self._seen.pop(key, None)
-            else:
-                self._labelled.discard(key)
+            self._labelled.add((key[0], sys.intern(key[1]), sys.intern(key[2])))
+            self._seen.pop(key, None)
 
     def is_labelled(self, key: tuple[str, str, str]) -> bool:
         with self._lock:
             return key in self._labelled
 
     def update(self, key: tuple[str, str, str], version: str) -> bool:
-        """Record ``version``; True when it is new (the source must be checked)."""
+        """Record ``version`` of an unlabelled source; True when it is new (to be checked)."""
         with self._lock:
+            self._labelled.discard(key)
             if self._seen.get(key) == version:
                 return False
             self._seen[key] = version
@@ -105,9 +103,8 @@ class SourceStream(ListWatch):
         namespace, name = metadata["namespace"], metadata["name"]
         key = (self.kind, namespace, name)
         if labelled(metadata):
-            self.versions.label(key, True)
+            self.versions.labelled(key)
             return
-        self.versions.label(key, False)
         if not self.reference_map.wants(namespace, self.kind, name):
             self.versions.forget(key)
             return
