@@ -282,3 +282,15 @@ def test_a_completed_rollout_that_later_loses_availability_holds_no_slot() -> No
     dipped = deployment(name="a", restarted=NOW, status={**DONE, "availableReplicas": 0})
     pacer.observe("deployments", dipped, NOW + 30)  # a node went away, say
     assert pacer.in_flight() == 0
+
+
+def test_a_rollout_seen_complete_before_the_patch_returns_holds_no_slot() -> None:
+    # The watch can bring the controller's "complete" before the timer hears back from its
+    # own patch (a Deployment scaled to zero completes in milliseconds): the slot must not
+    # then be held until the rollout timeout.
+    pacer = Pacer(Limits(max_in_flight=1), stale_after=10)
+    assert pacer.try_start(key("a"), NOW, NOW) is None
+    pacer.observe("deployments", deployment(name="a", restarted=NOW, status=DONE), NOW + 0.1)
+    pacer.started(key("a"), "uid-a", NOW)
+    assert pacer.in_flight() == 0
+    assert start(pacer, "b", now=NOW + 1)

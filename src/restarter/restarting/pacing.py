@@ -170,8 +170,10 @@ class Pacer:
         """The restart was sent; ``restarted``: the restart-ts it wrote."""
         with self._lock:
             self._reserved.discard(key)
-            self._in_flight[key] = restarted
             self._starts[key] = restarted
+            if self._completed.get(key) == restarted:
+                return  # the watch showed its rollout complete before the patch's answer
+            self._in_flight[key] = restarted
             self._uids[key] = uid
 
     def abandoned(self, key: WorkloadKey) -> None:
