@@ -21,8 +21,9 @@ class LateKind:
     served, at start-up or later. Until then kopf neither watches it nor warns about it.
 
     kopf runs with cluster scanning off (no RBAC on CRDs), so it looks for resources only
-    once, at start; a kind that appears later is added to its insights (the resources it
-    serves), which its orchestrator watches and starts a watch stream for.
+    once, at start; a kind that appears later (or while that first look runs) is added to
+    its insights (the resources it serves) once that look is over, and its orchestrator
+    starts a watch stream for it.
     """
 
     def __init__(self, plural: str, insights: Any | None, register: Callable[[], None]) -> None:
@@ -39,10 +40,14 @@ class LateKind:
             self._registered = True
             self.register()
         if self.insights is not None and self.loop is not None:
-            try:
-                asyncio.run_coroutine_threadsafe(self._watch(), self.loop).result(timeout=30)
-            except Exception as error:  # the operator is stopping
-                log.warning(f"could not start watching {self.plural}: {type(error).__name__}")
+            # Not waited for: at start-up this runs inside kopf's start-up activities, and
+            # kopf's first scan (which _watch waits for) comes only after them.
+            added = asyncio.run_coroutine_threadsafe(self._watch(), self.loop)
+            added.add_done_callback(self._report)
+
+    def _report(self, added: Any) -> None:
+        if not added.cancelled() and added.exception() is not None:  # the operator stopping
+            log.warning(f"could not start watching {self.plural}: {added.exception()!r}")
 
     async def _watch(self) -> None:
         group, version = WORKLOAD_APIS[self.plural]
@@ -58,6 +63,10 @@ class LateKind:
         )
         insights = self.insights
         assert insights is not None
+        # kopf's first scan replaces the watched resources with what it found for the
+        # groups its handlers had when it began: added before it ends, the kind was dropped
+        # again (kopf then warned it unresolved and never watched it).
+        await insights.ready_resources.wait()
         async with insights.revised:
             insights.watched_resources.add(resource)
             insights.revised.notify_all()
