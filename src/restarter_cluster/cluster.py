@@ -235,6 +235,11 @@ class Cluster:
             # back. kwok renews the nodes' Leases (see _kwok_args); this margin covers
             # renewals late by minutes while this machine is saturated.
             "--node-monitor-grace-period=10m",
+            # The default client rate (20/s, burst 30) makes a 1 000-Deployment fan-out wait
+            # minutes on the deployment controller's own ReplicaSet writes; large clusters
+            # raise it the same way. The operator's requests are not affected.
+            "--kube-api-qps=200",
+            "--kube-api-burst=400",
             "--v=1",
         ]
 
