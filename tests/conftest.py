@@ -18,6 +18,7 @@ import pytest
 from restarter_cluster.binaries import MissingBinaries
 from restarter_cluster.cert_manager import CertManager
 from restarter_cluster.cluster import Cluster
+from tests.durations import longest_first
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -31,6 +32,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.node)
         if "tests/faults/" in path:
             item.add_marker(pytest.mark.faults)
+    longest_first(items)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
