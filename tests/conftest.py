@@ -50,6 +50,12 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             terminalreporter.write_line(line)
 
 
+def refused(log: str) -> bool:
+    """Whether an operator's log shows a request the apiserver refused (403 Forbidden); a
+    timestamp's milliseconds (``,403``) are not one."""
+    return "Forbidden" in log or re.search(r"(?<![,.\d])403(?!\d)", log) is not None
+
+
 def wait_for(
     predicate: Callable[[], Any],
     timeout: float = 60.0,

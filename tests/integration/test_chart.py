@@ -22,7 +22,7 @@ import yaml
 from restarter.model import keys
 from restarter_cluster import binaries
 from restarter_cluster.cluster import Cluster
-from tests.conftest import REPO, Operator, wait_for
+from tests.conftest import REPO, Operator, refused, wait_for
 from tests.integration.factories import (
     deployment,
     encoded,
@@ -278,7 +278,7 @@ def test_operator_as_chart_serviceaccount_in_cluster_mode(
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
             assert response.status == 200
         _stamped_and_restarted(core, apps, namespace)
-        assert "Forbidden" not in operator.log() and "403" not in operator.log()
+        assert not refused(operator.log())
     finally:
         operator.stop()
     helm(cluster, "uninstall", release, "-n", "restarter-system", "--wait")
@@ -308,7 +308,7 @@ def test_operator_as_chart_serviceaccount_with_a_namespace_selector(
     try:
         _stamped_and_restarted(core, apps, namespace)
         assert f"namespace {namespace} matches" in operator.log()
-        assert "Forbidden" not in operator.log() and "403" not in operator.log()
+        assert not refused(operator.log())
     finally:
         operator.stop()
 

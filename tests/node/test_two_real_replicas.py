@@ -81,7 +81,12 @@ def test_when_the_lease_holder_dies_with_a_restart_pending_it_happens_once_in_th
     apps.create_namespaced_deployment(namespace, deployment("web", env=[env_from_secret("db")]))
     baseline(core, namespace, "db")
     change_data(core, namespace, "db", "b")
-    wait_for(lambda: pending(apps, namespace, "web"), 30, message="pending marks")
+    wait_for(
+        lambda: pending(apps, namespace, "web"),
+        30,
+        message="pending marks",
+        describe=lambda: f"the Lease holder's log ends:\n{release.log(leader)[-3000:]}",
+    )
     assert dt.datetime.now(dt.UTC) < opens, "stamped after the window opened: too slow here"
 
     if death == "pod deleted":
