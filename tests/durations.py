@@ -7,7 +7,7 @@ a file not listed there goes after the listed ones.
 
 Refresh after adding or slowing a file::
 
-    .venv/bin/pytest -n 4 --dist loadfile --junitxml=/tmp/suite.xml
+    .venv/bin/pytest -n 5 --dist loadfile --no-loadscope-reorder --junitxml=/tmp/suite.xml
     .venv/bin/python -m tests.durations /tmp/suite.xml
 """
 
