@@ -64,7 +64,7 @@ def test_a_rollout_stamp_carries_no_finalizer_list_a_merge_patch_would_replace()
 def test_a_due_rollout_gets_restart_at_and_its_finalizer_list_without_ours() -> None:
     decision = decide_restart(rollout(["example.com/keep", keys.FINALIZER]), SETTINGS, NOW)
     assert decision.action is Action.RESTART
-    assert decision.patch["spec"] == {"restartAt": "2026-12-02T02:20:00Z"}
+    assert decision.patch["spec"] == {"restartAt": "2026-12-02T02:20:01Z"}
     metadata = decision.patch["metadata"]
     assert metadata["resourceVersion"] == "77"
     assert metadata["finalizers"] == ["example.com/keep"]
@@ -78,9 +78,18 @@ def test_a_rollout_without_our_finalizer_leaves_the_list_alone() -> None:
     assert "finalizers" not in decision.patch["metadata"]
 
 
+def test_restart_at_is_after_a_pod_created_in_the_same_second() -> None:
+    # Argo keeps a pod whose creationTimestamp (whole seconds) equals restartAt; a pod
+    # created at 02:20:00.2, before the change, must still be replaced.
+    late_in_the_second = NOW.replace(microsecond=900_000)
+    decision = decide_restart(rollout([]), SETTINGS, late_in_the_second)
+    restart_at = dt.datetime.fromisoformat(decision.patch["spec"]["restartAt"])
+    assert restart_at > late_in_the_second.replace(microsecond=0)
+
+
 def test_a_second_restart_within_the_second_moves_restart_at_on() -> None:
-    decision = decide_restart(rollout([], restart_at="2026-12-02T02:20:00Z"), SETTINGS, NOW)
-    assert decision.patch["spec"] == {"restartAt": "2026-12-02T02:20:01Z"}
+    decision = decide_restart(rollout([], restart_at="2026-12-02T02:20:01Z"), SETTINGS, NOW)
+    assert decision.patch["spec"] == {"restartAt": "2026-12-02T02:20:02Z"}
 
 
 def test_a_deployment_body_still_gets_the_pod_template_annotation() -> None:

@@ -409,7 +409,7 @@ def restart_patch(
             recorded, sort_keys=True, separators=(",", ":")
         )
     if rollout:
-        return {**patch, "spec": {"restartAt": restarted_at(now, previous)}}
+        return {**patch, "spec": {"restartAt": rollout_restart_at(now, previous)}}
     return {
         **patch,
         "spec": {
@@ -428,3 +428,14 @@ def restarted_at(now: dt.datetime, previous: str | None) -> str:
     if value == previous:
         value = (now + dt.timedelta(seconds=1)).astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return value
+
+
+def rollout_restart_at(now: dt.datetime, previous: str | None) -> str:
+    """spec.restartAt for a Rollout restarted at ``now``: the next whole second.
+
+    Argo Rollouts keeps every pod whose creationTimestamp (whole seconds) is not before
+    restartAt. A pod created earlier in this same second may hold what changed in its
+    old form, so restartAt is the second after ``now``: Argo waits for it (under a second)
+    and then replaces every pod created up to ``now``.
+    """
+    return restarted_at(now.replace(microsecond=0) + dt.timedelta(seconds=1), previous)
