@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import pacing, report
+from bench import pacing, report, workload
 from bench.audit import AuditLog
 from bench.control_plane import AuditedCluster, api_client, fresh_workdir
 from bench.loading import Objects
@@ -106,6 +106,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="skip the fan-out and the window (start-up, single changes and churn only)",
     )
     parser.add_argument(
+        "--body",
+        choices=sorted(workload.BODIES),
+        default="small",
+        help="workload Deployments: small, or realistic (a Helm chart's shape, kubectl apply)",
+    )
+    parser.add_argument(
         "--memtrace",
         action="store_true",
         help="tracemalloc in each operator; live allocations written at the end of a run",
@@ -174,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
                 profile=args.profile,
                 memtrace=args.memtrace,
                 fanout=not args.no_fanout,
+                body=args.body,
                 operator_env=tuple(tuple(pair.split("=", 1)) for pair in args.operator_env),
                 reloader_binary=args.reloader_binary if RELOADER in operators else None,
             )

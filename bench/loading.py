@@ -51,23 +51,26 @@ class Objects:
             raise
         return True
 
-    def create_all(self, bodies: Iterable[dict[str, Any]]) -> float:
+    def create_all(self, bodies: Iterable[dict[str, Any]], apply: bool = False) -> float:
         """Create every object (existing ones are left alone); return the seconds it took.
 
         Through kubectl, a few processes at a time: the Python client spends more CPU
-        per object than the apiserver does, and the machine has two cores.
+        per object than the apiserver does, and the machine has two cores. With ``apply``,
+        ``kubectl apply`` (client-side) creates them: managedFields and
+        ``last-applied-configuration`` as a user's apply leaves them.
         """
         started = time.monotonic()
         chunks = list(_chunks(list(bodies), KUBECTL_CHUNK))
+        verb = "apply" if apply else "create"
         with ThreadPoolExecutor(KUBECTL_PROCESSES) as pool:
-            for _ in pool.map(self._kubectl_create, chunks):
+            for _ in pool.map(lambda chunk: self._kubectl(verb, chunk), chunks):
                 pass
         return time.monotonic() - started
 
-    def _kubectl_create(self, items: list[dict[str, Any]]) -> None:
+    def _kubectl(self, verb: str, items: list[dict[str, Any]]) -> None:
         document = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
         done = self.cluster.kubectl(
-            "create",
+            verb,
             "-n",
             NAMESPACE,
             "-o",
@@ -80,7 +83,7 @@ class Objects:
         )
         errors = [line for line in done.stderr.splitlines() if "AlreadyExists" not in line]
         if done.returncode != 0 and errors:
-            raise RuntimeError(f"kubectl create failed: {done.stderr[-2000:]}")
+            raise RuntimeError(f"kubectl {verb} failed: {done.stderr[-2000:]}")
 
     def patch_secret(self, name: str, patch: dict[str, Any]) -> str:
         """Merge-patch a Secret; return its new resourceVersion."""

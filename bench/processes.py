@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -130,12 +131,24 @@ class OperatorProcess:
             peak_rss_mb=int(fields["VmHWM"].split()[0]) / 1024,
         )
 
-    def dump_allocations(self) -> None:
-        """Ask bench/memtrace (when loaded) to write the live allocations; give it time."""
-        if not self.python:
-            return
+    def dump_allocations(self, phase: str) -> float:
+        """Ask bench/memtrace (when loaded) to write the live allocations, kept as
+        ``<stem>.<phase>.allocations.txt``; return the traced live MiB (NaN if none)."""
+        output = self.env.get("BENCH_TRACEMALLOC")
+        if not self.python or not output:
+            return math.nan
+        written = Path(output)
+        written.unlink(missing_ok=True)
         os.kill(self.pid, signal.SIGUSR1)
-        time.sleep(20)
+        deadline = time.monotonic() + 120
+        while not written.exists() or not written.read_text().endswith("\n## end\n"):
+            if time.monotonic() > deadline:
+                return math.nan
+            time.sleep(0.5)
+        text = written.read_text()
+        kept = written.name.replace(".allocations", f".{phase}.allocations")
+        written.rename(written.with_name(kept))
+        return float(text.split()[2])
 
     def stop(self) -> None:
         if self.profiler is not None:

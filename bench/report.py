@@ -90,6 +90,23 @@ METRICS: list[Metric] = [
     ("CPU until ready", "s", lambda r: r["usage_ready"]["cpu_seconds"]),
     ("CPU, whole run", "s", lambda r: r["usage_end"]["cpu_seconds"]),
     ("peak RSS (VmHWM)", "MB", lambda r: r["usage_end"]["peak_rss_mb"]),
+    ("RSS once stamped", "MB", lambda r: r.get("usage_stamped", {}).get("rss_mb", math.nan)),
+    (
+        "RSS while all wait for the window",
+        "MB",
+        lambda r: r.get("window", {}).get("usage_waiting", {}).get("rss_mb", math.nan),
+    ),
+    (
+        "CPU while all wait for the window",
+        "s/min",
+        lambda r: (
+            60
+            * r.get("window", {}).get("cpu_waiting_seconds", math.nan)
+            / r.get("window", {}).get("waiting_seconds", math.nan)
+        ),
+    ),
+    ("RSS after the window", "MB", lambda r: r.get("usage_window", {}).get("rss_mb", math.nan)),
+    ("RSS 20 s later", "MB", lambda r: r["usage_end"]["rss_mb"]),
     ("window start → restarted, p50", "s", lambda r: r.get("window", {}).get("p50", math.nan)),
     ("window start → restarted, p99", "s", lambda r: r.get("window", {}).get("p99", math.nan)),
     ("window start → all restarted (max)", "s", lambda r: r.get("window", {}).get("max", math.nan)),

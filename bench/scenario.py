@@ -59,6 +59,11 @@ SPACING = 1.1
 READY_TIMEOUT = 900.0
 #: Seconds over which the operator's idle CPU rate is measured.
 IDLE = 5.0
+#: Seconds before the window opens when "waiting" is measured (memory, then CPU until 2 s
+#: before the window): every workload pending, none due.
+WAITING = 22.0
+#: Seconds after the last restart before "end" is measured: what the allocator keeps.
+AFTER = 20.0
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,7 @@ class Plan:
     operator_env: tuple[tuple[str, str], ...] = ()
     fanout: bool = True
     reloader_binary: Path | None = None
+    body: str = "small"
 
 
 @dataclass(frozen=True)
@@ -132,7 +138,11 @@ def prepare(harness: Harness, plan: Plan, existing: int) -> dict[str, float]:
         )
         objects.create(workload.deployment(PROBE_DEPLOYMENT, [PROBE_SECRET]))
     timings["deployments"] = objects.create_all(
-        workload.workload_deployment(i, plan.labelled) for i in range(existing, plan.deployments)
+        (
+            workload.workload_deployment(i, plan.labelled, plan.body)
+            for i in range(existing, plan.deployments)
+        ),
+        apply=plan.body == "realistic",
     )
     started = time.monotonic()
     wait_until_observed(objects)
@@ -275,14 +285,25 @@ def run_once(harness: Harness, plan: Plan, operator: str, run: int) -> dict[str,
         if plan.fanout:
             window = _next_window(plan) if operator == RESTARTER else None
             result["fanout"] = _fanout(harness, plan, operator, process, window)
+            result["usage_stamped"] = _phase(process, plan, "stamped")
             if window is not None:
-                result["window"] = _window(harness, plan, window)
-        result["usage_end"] = vars(process.usage())
+                result["window"] = _window(harness, plan, process, window)
+                result["usage_window"] = _phase(process, plan, "window")
+                time.sleep(AFTER)
+        result["usage_end"] = _phase(process, plan, "end")
         if plan.memtrace:
             process.dump_allocations()
     finally:
         process.stop()
     return result
+
+
+def _phase(process: OperatorProcess, plan: Plan, phase: str) -> dict[str, Any]:
+    """RSS and CPU now and, with ``--memtrace``, the live Python allocations (MiB)."""
+    usage: dict[str, Any] = vars(process.usage())
+    if plan.memtrace:
+        usage["traced_live_mb"] = process.dump_allocations(phase)
+    return usage
 
 
 def _process(harness: Harness, plan: Plan, operator: str, run: int) -> OperatorProcess:
@@ -454,10 +475,15 @@ def _fanout(
     }
 
 
-def _window(harness: Harness, plan: Plan, window: dt.datetime) -> dict[str, Any]:
+def _window(
+    harness: Harness, plan: Plan, process: OperatorProcess, window: dt.datetime
+) -> dict[str, Any]:
     """Every Deployment is due in the same window: when is each restarted?"""
     start = window.timestamp()
     dependents = [workload.deployment_name(i) for i in range(plan.deployments)]
+    time.sleep(max(0.0, start - time.time() - WAITING))
+    waiting = _phase(process, plan, "waiting")
+    cpu_waiting = process.usage().cpu_seconds
     time.sleep(max(0.0, start - time.time() - 2))
     bookmark = harness.audit.offset()
     timeout = (start - time.time()) + 120 + 0.5 * plan.deployments
@@ -473,4 +499,7 @@ def _window(harness: Harness, plan: Plan, window: dt.datetime) -> dict[str, Any]
         "max": max(delays, default=math.nan),
         "throughput_per_s": len(seen) / (last - start) if seen else math.nan,
         "requests": dict(requests),
+        "usage_waiting": waiting,
+        "cpu_waiting_seconds": cpu_waiting - waiting["cpu_seconds"],
+        "waiting_seconds": WAITING - 2,
     }

@@ -133,9 +133,128 @@ def deployment(name: str, secrets: list[str]) -> dict[str, Any]:
     }
 
 
-def workload_deployment(index: int, labelled: int) -> dict[str, Any]:
+#: Environment entries of a realistic Deployment's main container.
+REALISTIC_ENV = 25
+
+
+def _probe(path: str, delay: int) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": path, "port": "http"},
+        "initialDelaySeconds": delay,
+        "periodSeconds": 10,
+        "timeoutSeconds": 2,
+        "failureThreshold": 3,
+    }
+
+
+def _resources(cpu: str, memory: str) -> dict[str, Any]:
+    return {"requests": {"cpu": cpu, "memory": memory}, "limits": {"memory": memory}}
+
+
+def realistic_deployment(name: str, secrets: list[str]) -> dict[str, Any]:
+    """The same references as ``deployment`` in the shape a Helm chart gives: three
+    containers (the app, a proxy sidecar, an exporter), probes, resources, 25 environment
+    entries, the chart's labels and annotations, a security context and affinity. Created
+    with ``kubectl apply`` (``Objects.create_all(apply=True)``) it also carries managedFields
+    and ``last-applied-configuration``."""
+    body = deployment(name, secrets)
+    release = name.rsplit("-", 1)[0]
+    chart_labels = {
+        "app.kubernetes.io/name": "app",
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/version": "1.24.3",
+        "app.kubernetes.io/managed-by": "Helm",
+        "app.kubernetes.io/part-of": release,
+        "helm.sh/chart": "app-4.12.0",
+    }
+    body["metadata"]["labels"] |= chart_labels
+    body["metadata"]["annotations"] |= {
+        "meta.helm.sh/release-name": name,
+        "meta.helm.sh/release-namespace": NAMESPACE,
+        "deployment.kubernetes.io/description": "the application's API, served behind a proxy",
+    }
+    spec = body["spec"]
+    spec["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%"}}
+    template = spec["template"]
+    template["metadata"]["labels"] |= chart_labels
+    template["metadata"]["annotations"] = {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "9102",
+        "checksum/config": hashlib.sha256(name.encode()).hexdigest(),
+    }
+    app = template["spec"]["containers"][0]
+    app |= {
+        "image": "registry.example/team/app:1.24.3@sha256:" + hashlib.sha256(b"app").hexdigest(),
+        "imagePullPolicy": "IfNotPresent",
+        "args": ["--config=/etc/app/config.yaml", "--log-format=json"],
+        "ports": [
+            {"name": "http", "containerPort": 8080, "protocol": "TCP"},
+            {"name": "grpc", "containerPort": 9090, "protocol": "TCP"},
+        ],
+        "env": [
+            {"name": f"APP_SETTING_{i:02d}", "value": f"value-{i:02d}-for-{name}"}
+            for i in range(REALISTIC_ENV - 2)
+        ]
+        + [
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        ],
+        "livenessProbe": _probe("/healthz", 15),
+        "readinessProbe": _probe("/ready", 5),
+        "startupProbe": _probe("/healthz", 0),
+        "resources": _resources("250m", "512Mi"),
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+    proxy = {
+        "name": "proxy",
+        "image": "registry.example/proxy:2.8.1",
+        "args": ["--upstream=http://127.0.0.1:8080", "--listen=:8443", "--tls-dir=/etc/tls"],
+        "ports": [{"name": "https", "containerPort": 8443, "protocol": "TCP"}],
+        "readinessProbe": _probe("/ping", 2),
+        "resources": _resources("50m", "64Mi"),
+    }
+    exporter = {
+        "name": "exporter",
+        "image": "registry.example/exporter:0.15.0",
+        "args": ["--scrape-uri=http://127.0.0.1:8080/metrics", "--web.listen-address=:9102"],
+        "ports": [{"name": "metrics", "containerPort": 9102, "protocol": "TCP"}],
+        "resources": _resources("10m", "32Mi"),
+    }
+    template["spec"]["containers"] += [proxy, exporter]
+    template["spec"] |= {
+        "serviceAccountName": "app",
+        "terminationGracePeriodSeconds": 45,
+        "securityContext": {"fsGroup": 2000, "seccompProfile": {"type": "RuntimeDefault"}},
+        "affinity": {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "topologyKey": "kubernetes.io/hostname",
+                            "labelSelector": {"matchLabels": {"app": name}},
+                        },
+                    }
+                ]
+            }
+        },
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "apps"}],
+    }
+    return body
+
+
+#: ``--body``: how the workload Deployments are shaped.
+BODIES = {"small": deployment, "realistic": realistic_deployment}
+
+
+def workload_deployment(index: int, labelled: int, body: str = "small") -> dict[str, Any]:
     """Deployment ``index`` reads labelled Secret ``index mod labelled`` and the shared one."""
-    return deployment(deployment_name(index), [labelled_name(index % labelled), SHARED_SECRET])
+    return BODIES[body](deployment_name(index), [labelled_name(index % labelled), SHARED_SECRET])
 
 
 def dependents_of(labelled_index: int, deployments: int, labelled: int) -> list[str]:

@@ -27,6 +27,7 @@ def _dump(signum: int, frame: FrameType | None) -> None:
             out.write(f"\n{stat.size / 1024:.0f} KiB in {stat.count} blocks\n")
             for line in stat.traceback.format()[-16:]:
                 out.write(line + "\n")
+        out.write("\n## end\n")
 
 
 if OUTPUT:
