@@ -193,7 +193,10 @@ def run_once(
 
         def all_stamped() -> bool:
             items = apps.list_namespaced_deployment(NAMESPACE).items
-            return all(keys.PENDING_LABEL in (d.metadata.labels or {}) for d in items)
+            return all(
+                any(key.startswith(keys.PENDING_RESTART) for key in d.metadata.annotations or {})
+                for d in items
+            )
 
         _wait(all_stamped, 300, "every Deployment stamped")
         start = window.timestamp()

@@ -30,7 +30,6 @@ from tests.integration.factories import (
     env_from_secret,
     rollout,
     secret,
-    window_hours_away,
     window_open_now,
 )
 from tests.integration.test_chart import helm, install, run_as_chart
@@ -193,12 +192,14 @@ def test_a_workload_ref_rollout_depends_on_what_the_deployment_template_reads(
     argo: Callable[[], ArgoRollouts],
 ) -> None:
     argo()
-    far = window_hours_away(6)
-    core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, far))
-    core.create_namespaced_secret(namespace, secret("other", {"password": "a"}, far))
+    window = window_open_now()
+    core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window))
+    core.create_namespaced_secret(namespace, secret("other", {"password": "a"}, window))
     template = deployment("base", env=[env_from_secret("db")], replicas=0)
     apps.create_namespaced_deployment(namespace, template)
     body = rollout("ref", workload_ref="base", replicas=1)
+    # Paused: due at once, it stays pending, held by its timer, until resumed.
+    body["spec"]["paused"] = True
     custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
     running = operator()
     baseline(core, namespace, "db")
@@ -212,9 +213,14 @@ def test_a_workload_ref_rollout_depends_on_what_the_deployment_template_reads(
         keys.pending_key("secret", "db"),
         keys.window_key("secret", "db"),
     }
-    assert stamped["metadata"]["labels"][keys.PENDING_LABEL] == "true"
-    assert "restartAt" not in stamped["spec"]  # a window 6 h away
-    # The stamp (a merge patch) carries no finalizer list; kopf's timer adds ours.
+    wait_for(
+        lambda: (
+            keys.PENDING_LABEL in (read(custom, namespace, "ref")["metadata"].get("labels") or {})
+        ),
+        30,
+        message="the Rollout handed to its timer",
+    )
+    # Its admission (a merge patch) carries no finalizer list; kopf's timer adds ours.
     wait_for(
         lambda: (
             keys.FINALIZER in (read(custom, namespace, "ref")["metadata"].get("finalizers") or [])
@@ -231,10 +237,15 @@ def test_a_workload_ref_rollout_depends_on_what_the_deployment_template_reads(
         (row["kind"], row["name"], row["source"]) for row in rows
     }
 
+    assert "restartAt" not in read(custom, namespace, "ref")["spec"]  # paused
+    wait_for(lambda: events(core, namespace, "ref", "RestartDeferred"), 20, message="paused, said")
     running.stop()  # a clean stop releases the finalizer and keeps the marks
     released = read(custom, namespace, "ref")
     assert keys.FINALIZER not in (released["metadata"].get("finalizers") or [])
     assert set(marks(released)) == set(marks(stamped))
+    # Paused and pending, it would keep a cluster-wide operator of a later test busy in a
+    # namespace being deleted (its Events there refused).
+    custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "ref")
 
 
 def test_with_the_crd_at_install_the_chart_grants_rollouts_and_its_sa_restarts_one(

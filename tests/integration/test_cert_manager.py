@@ -190,7 +190,9 @@ def test_a_renewed_certificate_restarts_its_deployment_once_in_the_window_of_its
     }
     assert marks[keys.pending_key("secret", "web-tls")].isdigit()
     web = apps.read_namespaced_deployment("web", namespace)
-    assert keys.PENDING_LABEL in (web.metadata.labels or {})
+    # Until its window opens no timer holds it: no pending label, no finalizer.
+    assert keys.PENDING_LABEL not in (web.metadata.labels or {})
+    assert keys.FINALIZER not in (web.metadata.finalizers or [])
     assert events(core, namespace, "web", "RestartScheduled")
     wait_for(
         lambda: baseline(core, namespace, "web-tls") != first_checksum,

@@ -28,7 +28,6 @@ from tests.integration.factories import (
     encoded,
     env_from_secret,
     secret,
-    window_hours_away,
     window_open_now,
 )
 from tests.integration.test_operator_restarts import baseline, change_data
@@ -571,10 +570,10 @@ def test_uninstall_hook_stops_the_operator_then_frees_pending_deployments(
     rbac = _create_hook_rbac(cluster, release)
     operator, _ = run_as_chart(cluster, release, tmp_path)
     try:
-        core.create_namespaced_secret(
-            namespace, secret("db", {"password": "a"}, window_hours_away(6))
-        )
-        apps.create_namespaced_deployment(namespace, deployment("web", env=[env_from_secret("db")]))
+        # Paused in an open window: due, it stays pending and held by its timer.
+        core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window_open_now()))
+        body = deployment("web", env=[env_from_secret("db")], paused=True)
+        apps.create_namespaced_deployment(namespace, body)
         baseline(core, namespace, "db")
         change_data(core, namespace, "db", "b")
         wait_for(

@@ -33,6 +33,8 @@ OperatorFactory = Callable[..., Operator]
 
 DEPENDENTS = 15
 BLOCKED = "app-14"  # the dependent whose stamp is refused until the operator is killed
+#: The pending mark the refused stamp would write on BLOCKED.
+MARK = keys.pending_key("secret", "cert")
 
 
 def name_of(i: int) -> str:
@@ -44,7 +46,7 @@ class History:
 
     def __init__(self, apps: Apps, namespace: str) -> None:
         self.restarted_at: dict[str, set[str]] = defaultdict(set)
-        self.labelled: set[str] = set()
+        self.stamped: set[str] = set()
         self.changed = threading.Condition()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(apps, namespace), daemon=True)
@@ -65,8 +67,9 @@ class History:
                 restarted = (body.spec.template.metadata.annotations or {}).get(keys.RESTARTED_AT)
                 if restarted:
                     self.restarted_at[name].add(restarted)
-                if keys.PENDING_LABEL in (body.metadata.labels or {}):
-                    self.labelled.add(name)
+                annotations = body.metadata.annotations or {}
+                if any(key.startswith(keys.PENDING_RESTART) for key in annotations):
+                    self.stamped.add(name)
                 self.changed.notify_all()
             if self._stop.is_set():
                 watch.stop()
@@ -79,7 +82,7 @@ class History:
 
 #: Kill points, as the test's watch finds them.
 KILL_POINTS: dict[str, Callable[[History], bool]] = {
-    "after-the-first-stamp": lambda history: bool(history.labelled),
+    "after-the-first-stamp": lambda history: bool(history.stamped),
     "after-the-first-restart": lambda history: bool(history.restarted_at),
     "after-all-restarts-before-the-checksum": lambda history: (
         len(history.restarted_at) == DEPENDENTS - 1
@@ -91,7 +94,7 @@ KILL_POINTS: dict[str, Callable[[History], bool]] = {
 def refused_stamp(
     api_client: kubernetes.client.ApiClient, namespace: str
 ) -> Iterator[Callable[[], None]]:
-    """A policy refusing the pending label on BLOCKED; the fixture's value lifts it."""
+    """A policy refusing the pending marks on BLOCKED; the fixture's value lifts it."""
     admission = kubernetes.client.AdmissionregistrationV1Api(api_client)
     name = f"refuse-stamp-{namespace}"
     admission.create_validating_admission_policy(
@@ -113,8 +116,8 @@ def refused_stamp(
                     {
                         "expression": (
                             f"object.metadata.name != '{BLOCKED}' || "
-                            "!has(object.metadata.labels) || "
-                            f"!('{keys.PENDING_LABEL}' in object.metadata.labels)"
+                            "!has(object.metadata.annotations) || "
+                            f"!('{MARK}' in object.metadata.annotations)"
                         ),
                         "message": "stamp refused by the test",
                     }
@@ -148,13 +151,13 @@ def refused_stamp(
 
 def policy_in_force(apps: Apps, namespace: str) -> bool:
     """The apiserver applies a new binding after a moment: probe it with a real refusal."""
-    patch = {"metadata": {"labels": {keys.PENDING_LABEL: "probe"}}}
+    patch = {"metadata": {"annotations": {MARK: "probe"}}}
     try:
         apps.patch_namespaced_deployment(BLOCKED, namespace, patch)
     except kubernetes.client.exceptions.ApiException as error:
         return error.status == 422 and "refused by the test" in str(error.body)
     apps.patch_namespaced_deployment(
-        BLOCKED, namespace, {"metadata": {"labels": {keys.PENDING_LABEL: None}}}
+        BLOCKED, namespace, {"metadata": {"annotations": {MARK: None}}}
     )
     return False
 

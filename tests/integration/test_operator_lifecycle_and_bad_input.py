@@ -79,10 +79,18 @@ def test_bad_window_warns_on_the_secret_and_other_secrets_keep_working(
     assert pending(apps, namespace, "uses-bad") == {}
 
 
+def paused_dependent(core: Core, apps: Apps, namespace: str) -> None:
+    """Secret ``db`` in a window open now and ``web`` reading it, paused: once stamped it is
+    due at once and stays pending, held by its timer (label and finalizer), until resumed."""
+    core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window_open_now()))
+    body = deployment("web", env=[env_from_secret("db")], paused=True)
+    apps.create_namespaced_deployment(namespace, body)
+
+
 def test_deleting_a_pending_deployment_does_not_hang(
     core: Core, apps: Apps, namespace: str, operator: OperatorFactory
 ) -> None:
-    secret_and_dependent(core, apps, namespace, window_hours_away(5))
+    paused_dependent(core, apps, namespace)
     operator()
     baseline(core, namespace, "db")
     change_data(core, namespace, "db", "b")
@@ -119,7 +127,7 @@ def test_deleted_secret_restarts_nothing(
 def test_stopping_the_operator_releases_the_finalizer_but_keeps_the_marks(
     core: Core, apps: Apps, namespace: str, operator: OperatorFactory
 ) -> None:
-    secret_and_dependent(core, apps, namespace, window_hours_away(5))
+    paused_dependent(core, apps, namespace)
     running = operator()
     baseline(core, namespace, "db")
     change_data(core, namespace, "db", "b")
@@ -134,6 +142,9 @@ def test_stopping_the_operator_releases_the_finalizer_but_keeps_the_marks(
     assert pending(apps, namespace, "web") == marks
     operator()
     wait_for(lambda: keys.FINALIZER in finalizers(), 20, message="finalizer back after start")
+    # Paused and pending, it would keep a cluster-wide operator of a later test busy in a
+    # namespace being deleted (its Events there refused).
+    apps.delete_namespaced_deployment("web", namespace)
 
 
 def test_a_secret_recreated_with_new_data_schedules_a_restart(

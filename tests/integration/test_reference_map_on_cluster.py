@@ -230,5 +230,6 @@ def test_a_deployment_that_stops_using_a_secret_is_no_longer_stamped_by_its_chan
     time.sleep(TICKS)
     assert pending(apps, namespace, "leaver") == {}
     stayer = apps.read_namespaced_deployment("stayer", namespace)
-    assert stayer.metadata.labels[keys.PENDING_LABEL] == "true"
-    assert keys.FINALIZER in stayer.metadata.finalizers
+    # Marked, waiting hours for its window: no timer holds it yet.
+    assert keys.PENDING_LABEL not in (stayer.metadata.labels or {})
+    assert keys.FINALIZER not in (stayer.metadata.finalizers or [])

@@ -36,7 +36,7 @@ from kopf._core.engines import posting  # the Event queue kopf gives its handler
 
 from restarter.cluster.seen_marks import SeenMarks
 from restarter.model import keys
-from restarter.model.decisions import decide_restart, stamp_patch
+from restarter.model.decisions import admit_patch, decide_restart, stamp_patch
 from restarter.model.windows import WindowRequest
 from restarter.restarting.pacing import Pacer
 from restarter.restarting.ticking import TimerContext, restart_when_due, timer_wanted
@@ -150,10 +150,17 @@ def tick_until_it_acts(
 
 
 def stamp(apps: Apps, namespace: str, name: str) -> dict[str, Any]:
+    """Stamped for ``now`` and admitted to its timer, as the operator does it: the marks,
+    then the label and finalizer at the version that shows them."""
     request = WindowRequest(at="now", timezone="UTC", length=HOUR)
     patch = stamp_patch("secret", "db", dt.datetime.now(dt.UTC), request, CHANGE)
     apps.patch_namespaced_deployment(name, namespace, patch)
-    return read(apps, namespace, name)
+    for _ in range(5):  # the deployment controller may write status in between
+        with contextlib.suppress(kubernetes.client.exceptions.ApiException):
+            admit = admit_patch(read(apps, namespace, name)["metadata"])
+            apps.patch_namespaced_deployment(name, namespace, admit)
+            return read(apps, namespace, name)
+    pytest.fail("the admission conflicted 5 times")
 
 
 def restart_behind_the_timers_back(api: Api, apps: Apps, namespace: str, name: str) -> None:

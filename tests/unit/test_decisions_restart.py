@@ -170,10 +170,9 @@ def test_a_recreated_secret_is_compared_with_the_checksum_remembered_in_this_run
 def test_stamp_patch_records_the_epoch_seconds_seen_and_the_window_asked_for() -> None:
     request = WindowRequest("03.00", "Europe/Warsaw", HOUR)
     seen = dt.datetime(2026, 12, 2, 15, 15, 0, 999_999, tzinfo=UTC)
+    # Marks only: the label and finalizer come when the window opens (admission).
     assert stamp_patch("secret", "db", seen, request) == {
         "metadata": {
-            "labels": {"restarter.io/pending": "true"},
-            "finalizers": ["restarter.io/finalizer"],
             "annotations": {
                 "pending-restart.restarter.io/secret.db": "1796224500",
                 "restart-at.restarter.io/secret.db": '{"at":"03.00","length":"1h",'
@@ -543,12 +542,10 @@ def test_a_restart_removes_our_finalizer_even_if_kopf_had_not_added_it_when_read
     assert patch["metadata"]["labels"] == {keys.PENDING_LABEL: None}
 
 
-def test_label_repair_adds_the_pending_label_to_marks_written_before_it_existed() -> None:
+def test_label_repair_leaves_marks_without_the_label_to_admission() -> None:
     metadata = workload({"db": "03.00"})["metadata"]
     del metadata["labels"][keys.PENDING_LABEL]
-    assert label_repair(metadata) == {
-        "metadata": {"resourceVersion": "4242", "labels": {keys.PENDING_LABEL: "true"}}
-    }
+    assert label_repair(metadata) is None
 
 
 def test_label_repair_removes_a_label_whose_marks_are_gone_only_at_the_version_read() -> None:

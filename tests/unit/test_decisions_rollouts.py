@@ -11,14 +11,13 @@ import pytest
 import pytz
 
 from restarter.model import keys
-from restarter.model.decisions import Action, decide_restart, stamp_patch
+from restarter.model.decisions import Action, admit_patch, decide_restart
 from restarter.model.references import (
     api_version,
     references,
     rollout_workload_ref,
     with_template,
 )
-from restarter.model.windows import WindowRequest
 from restarter.restarting.rollouts import Progress, progress
 from restarter.runtime.settings import Settings
 
@@ -51,14 +50,13 @@ def rollout(
     }
 
 
-def test_a_rollout_stamp_carries_no_finalizer_list_a_merge_patch_would_replace() -> None:
-    request = WindowRequest(at="03.00", timezone="Europe/Warsaw", length=dt.timedelta(hours=1))
-    rollout_stamp = stamp_patch("secret", "db", NOW, request, rollout=True)
-    workload_stamp = stamp_patch("secret", "db", NOW, request)
-    assert "finalizers" not in rollout_stamp["metadata"]
-    assert workload_stamp["metadata"]["finalizers"] == [keys.FINALIZER]
-    assert rollout_stamp["metadata"]["annotations"] == workload_stamp["metadata"]["annotations"]
-    assert rollout_stamp["metadata"]["labels"] == {keys.PENDING_LABEL: "true"}
+def test_a_rollout_is_admitted_without_a_finalizer_list_a_merge_patch_would_replace() -> None:
+    rollout_admit = admit_patch({"resourceVersion": "77"}, rollout=True)
+    workload_admit = admit_patch({"resourceVersion": "77"})
+    assert "finalizers" not in rollout_admit["metadata"]
+    assert workload_admit["metadata"]["finalizers"] == [keys.FINALIZER]
+    assert rollout_admit["metadata"]["labels"] == {keys.PENDING_LABEL: "true"}
+    assert rollout_admit["metadata"]["resourceVersion"] == "77"
 
 
 def test_a_due_rollout_gets_restart_at_and_its_finalizer_list_without_ours() -> None:

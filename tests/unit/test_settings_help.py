@@ -30,6 +30,7 @@ SAMPLES = {
     "--max-in-flight": "3",
     "--max-per-minute": "4",
     "--rollout-timeout": "5m",
+    "--max-timers": "50",
     "--metrics-port": "9090",
     "--leader-election": "true",
     "--lease-namespace": "leases",

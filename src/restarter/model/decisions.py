@@ -18,7 +18,14 @@ from restarter.model.checksums import (
     read_key_digests,
 )
 from restarter.model.references import SOURCE_KINDS, KeyNames
-from restarter.model.schedule import Immediately, ScheduleError, Window, earliest, is_due
+from restarter.model.schedule import (
+    Immediately,
+    ScheduleError,
+    Window,
+    earliest,
+    is_due,
+    next_restart,
+)
 from restarter.model.windows import WindowDefaults, WindowRequest
 
 
@@ -96,49 +103,73 @@ def stamp_patch(
     request: WindowRequest,
     change: str | None = None,
     changed_keys: KeyNames = None,
-    rollout: bool = False,
 ) -> dict[str, Any]:
-    """Strategic merge patch marking a workload as pending for one change of the named source
-    (the changed keys it reads named in the mark, never their values; None: unknown).
+    """Merge patch marking a workload as pending for one change of the named source (the
+    changed keys it reads named in the mark, never their values; None: unknown).
 
-    The same request sets the pending label (so kopf's label-selected watch sees the
-    workload) and adds our finalizer (``finalizers`` merges as a set under a strategic
-    merge patch): kopf finds it present and sends no finalizer patch of its own. A
-    Rollout takes only a JSON merge patch, which would replace its whole finalizer list:
-    its stamp leaves the finalizer to kopf's timer, which adds it before its first tick.
+    Marks only: the pending label and the finalizer, which hand the workload to kopf's
+    timer, come when its window opens (``admit_patch``), so a workload waiting hours for
+    its window costs kopf nothing.
     """
-    metadata: dict[str, Any] = {
-        "labels": {keys.PENDING_LABEL: "true"},
-        "finalizers": [keys.FINALIZER],
-        "annotations": {
-            keys.pending_key(kind, name): str(int(seen.timestamp())),
-            keys.window_key(kind, name): request.to_mark(
-                f"{SOURCE_KINDS[kind]}/{name}", change, changed_keys
-            ),
-        },
+    return {
+        "metadata": {
+            "annotations": {
+                keys.pending_key(kind, name): str(int(seen.timestamp())),
+                keys.window_key(kind, name): request.to_mark(
+                    f"{SOURCE_KINDS[kind]}/{name}", change, changed_keys
+                ),
+            }
+        }
     }
-    if rollout:
-        del metadata["finalizers"]
-    return {"metadata": metadata}
+
+
+def admission_due(workload: Mapping[str, Any], defaults: WindowDefaults, now: dt.datetime) -> float:
+    """Epoch seconds from which a workload with pending marks is for kopf's timer: now when
+    the timer has something to do (restart, clear, or report marks it cannot read or a
+    pause), else when a window it waits for can next restart it (at least a second ahead:
+    a timer that finds it not due hands it back, and must not get it again at once)."""
+    decision = decide_restart(workload, defaults, now)
+    if decision.action is not Action.WAIT:
+        return now.timestamp()
+    assert decision.next_due is not None  # a WAIT always knows it
+    return max(now.timestamp() + 1.0, decision.next_due.timestamp())
+
+
+def admit_patch(metadata: Mapping[str, Any], rollout: bool = False) -> dict[str, Any]:
+    """The pending label and our finalizer, at the version the marks were read at.
+
+    kopf's timer selects the label. The finalizer goes in the same request (``finalizers``
+    merges as a set under a strategic merge patch), so kopf finds it present and sends no
+    patch of its own. A Rollout takes only a JSON merge patch, which would replace its
+    whole finalizer list: there kopf's timer adds it before its first tick.
+    """
+    patched: dict[str, Any] = {
+        "resourceVersion": metadata.get("resourceVersion"),
+        "labels": {keys.PENDING_LABEL: "true"},
+    }
+    if not rollout:
+        patched["finalizers"] = [keys.FINALIZER]
+    return {"metadata": patched}
+
+
+def hand_back_patch(metadata: Mapping[str, Any], rollout: bool = False) -> dict[str, Any]:
+    """The pending label and our finalizer removed, the marks kept: a workload whose window
+    is not open leaves kopf's timer until it is."""
+    return {"metadata": _released(metadata, rollout)}
 
 
 def label_repair(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The patch that makes the pending label agree with the marks, or None if it does.
-
-    Marks without the label (written by restarter 0.2 or earlier) are invisible to the
-    label-selected timer: the label is added. A label without marks (marks removed by
-    hand) would keep kopf watching for nothing: it is removed.
-    """
+    """The patch that removes a pending label without marks (marks removed by hand: kopf
+    would keep watching for nothing), or None. A label is added only by admission."""
     labelled = keys.PENDING_LABEL in (metadata.get("labels") or {})
-    marked = has_pending(metadata.get("annotations"))
-    if labelled == marked:
+    if not labelled or has_pending(metadata.get("annotations")):
         return None
     # Conditional on the resourceVersion: a listed or watched body may be old, and the
-    # workload restarted (marks gone) or stamped (label set) since.
+    # workload stamped and admitted since.
     return {
         "metadata": {
             "resourceVersion": metadata.get("resourceVersion"),
-            "labels": {keys.PENDING_LABEL: "true" if marked else None},
+            "labels": {keys.PENDING_LABEL: None},
         }
     }
 
@@ -253,6 +284,9 @@ class RestartDecision:
     change was seen); pacing lets the earliest due go first."""
     closes: dt.datetime | None = None
     """When the last open window closes; None for ``now`` (it never closes)."""
+    next_due: dt.datetime | None = None
+    """For WAIT: the earliest instant a window can restart it (a window open now but that
+    already restarted it counts from its next start)."""
 
 
 def last_restart(annotations: Mapping[str, str], now: dt.datetime) -> dt.datetime | None:
@@ -302,8 +336,13 @@ def decide_restart(
     last = last_restart(annotations, now)
     open_now = [(mark, window) for mark, window in requested if is_due(window, now, last)]
     if not open_now:
+        next_due = min(next_restart(window, now, last) for _, window in requested)
         return RestartDecision(
-            Action.WAIT, next_start=next_start, sources=sources, problems=tuple(problems)
+            Action.WAIT,
+            next_start=next_start,
+            sources=sources,
+            problems=tuple(problems),
+            next_due=next_due,
         )
     due, closes = _due_and_closes(open_now, now)
     if (workload.get("spec") or {}).get("paused"):
@@ -364,16 +403,22 @@ def clear_patch(
     Conditional on the resourceVersion: a mark stamped after we read the object makes
     the patch fail (409) rather than be erased unseen. The finalizer goes in the same
     request because, once the label is gone, kopf's label-selected watch no longer sees
-    the workload and so would never remove it. For a Rollout (a JSON merge patch) the
-    finalizer list is sent whole, without ours: the resourceVersion makes that safe.
+    the workload and so would never remove it.
     """
-    cleared: dict[str, str | None] = {
+    patched = _released(metadata, rollout)
+    patched["annotations"] = {
         key: None for key in annotations if key.startswith(keys.MARK_PREFIXES)
     }
+    return {"metadata": patched}
+
+
+def _released(metadata: Mapping[str, Any], rollout: bool) -> dict[str, Any]:
+    """Metadata patch leaving kopf's timer: no pending label, no finalizer of ours, at the
+    version read. For a Rollout (a JSON merge patch) the finalizer list is sent whole,
+    without ours: the resourceVersion makes that safe."""
     patched: dict[str, Any] = {
         "resourceVersion": metadata.get("resourceVersion"),
         "labels": {keys.PENDING_LABEL: None},
-        "annotations": cleared,
     }
     finalizers = list(metadata.get("finalizers") or [])
     if not rollout:
@@ -382,7 +427,7 @@ def clear_patch(
         patched["$deleteFromPrimitiveList/finalizers"] = [keys.FINALIZER]
     elif keys.FINALIZER in finalizers:
         patched["finalizers"] = [name for name in finalizers if name != keys.FINALIZER]
-    return {"metadata": patched}
+    return patched
 
 
 def restart_patch(

@@ -1,9 +1,10 @@
-"""What the workload streams' bodies feed besides the reference map: the pending label's
-repair, the pacer's view of rollouts, the marks seen (for the timer), the pending gauge;
-and the pacer's upkeep thread."""
+"""What the workload streams' bodies feed besides the reference map: admission to kopf's
+timers, the pending label's repair, the pacer's view of rollouts, the marks seen (for the
+timer), the pending gauge; and the pacer's upkeep thread."""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 import time
@@ -12,7 +13,9 @@ from typing import Any
 
 from restarter.cluster.seen_marks import SeenMarks
 from restarter.model import decisions, keys
-from restarter.model.references import WORKLOAD_KINDS, WorkloadKey
+from restarter.model.references import WORKLOAD_KINDS, WorkloadKey, workload_key
+from restarter.model.windows import WindowDefaults
+from restarter.restarting.admitting import Admissions
 from restarter.restarting.pacing import Pacer
 from restarter.runtime import metrics
 from restarter.runtime.kube import Api, Conflict
@@ -26,8 +29,16 @@ SWEEP_INTERVAL = 5.0
 class WorkloadObserver:
     """The streams' ``Inspector``: every workload body seen, every workload gone."""
 
-    def __init__(self, api: Api, pacer: Pacer, seen: SeenMarks) -> None:
+    def __init__(
+        self,
+        api: Api,
+        pacer: Pacer,
+        seen: SeenMarks,
+        admissions: Admissions,
+        defaults: WindowDefaults,
+    ) -> None:
         self.api, self.pacer, self.seen = api, pacer, seen
+        self.admissions, self.defaults = admissions, defaults
         self.pending = metrics.PendingWorkloads()
         self._known: dict[tuple[str, str | None], set[tuple[str, str]]] = {}
         self._lock = threading.Lock()
@@ -39,9 +50,19 @@ class WorkloadObserver:
         self.seen.observe(plural, body)
         marked = decisions.has_pending(metadata.get("annotations"))
         self.pending.observe(WORKLOAD_KINDS[plural], namespace, name, marked)
-        repair_label(plural, body, self.api)
+        key = workload_key(plural, body)
+        if not marked:
+            self.admissions.forget(key)
+            repair_label(plural, body, self.api)
+        elif keys.PENDING_LABEL in (metadata.get("labels") or {}):
+            self.admissions.labelled(key)
+        else:
+            now = dt.datetime.now(dt.UTC)
+            due = decisions.admission_due(body, self.defaults, now)
+            self.admissions.wait(key, str(metadata.get("resourceVersion")), due)
 
     def deleted(self, plural: str, namespace: str, name: str) -> None:
+        self.admissions.forget((plural, namespace, name))
         self.pacer.forget((plural, namespace, name))
         self.seen.forget((plural, namespace, name))
         self.pending.observe(WORKLOAD_KINDS[plural], namespace, name, False)
@@ -93,7 +114,7 @@ class PacerSweeper:
 
 
 def repair_label(plural: str, workload: Mapping[str, Any], api: Api) -> None:
-    """Make the pending label agree with the marks (marks from 0.2, or edited by hand)."""
+    """Remove a pending label whose marks are gone (removed by hand)."""
     metadata = workload.get("metadata") or {}
     patch = decisions.label_repair(metadata)
     if patch is None:
@@ -104,13 +125,11 @@ def repair_label(plural: str, workload: Mapping[str, Any], api: Api) -> None:
         return  # changed meanwhile: its next event is looked at again
     except Exception as error:  # a watch stream must not stop on one refused patch
         log.warning(
-            f"could not set the pending label of {WORKLOAD_KINDS[plural]} "
+            f"could not remove the pending label of {WORKLOAD_KINDS[plural]} "
             f"{metadata['namespace']}/{metadata['name']}: {type(error).__name__}"
         )
         return
-    added = patch["metadata"]["labels"][keys.PENDING_LABEL] is not None
     log.info(
-        f"{'added' if added else 'removed'} the {keys.PENDING_LABEL} label "
-        f"{'to' if added else 'from'} {WORKLOAD_KINDS[plural]} "
-        f"{metadata['namespace']}/{metadata['name']} to match its marks"
+        f"removed the {keys.PENDING_LABEL} label from {WORKLOAD_KINDS[plural]} "
+        f"{metadata['namespace']}/{metadata['name']}: it has no pending marks"
     )

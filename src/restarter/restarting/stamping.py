@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import json
 import logging
 import secrets
 import threading
@@ -17,7 +18,6 @@ from restarter.cluster.reference_map import ReferenceMap
 from restarter.model import checksums, decisions, keys, windows
 from restarter.model.decisions import Change
 from restarter.model.references import (
-    ROLLOUTS,
     SOURCE_KINDS,
     WORKLOAD_KINDS,
     KeyNames,
@@ -192,6 +192,24 @@ def already_seen(context: SourceContext, source: Mapping[str, Any]) -> bool:
     return False
 
 
+def _reference(workload: Mapping[str, Any], token: str) -> dict[str, Any]:
+    """A stamped workload as an Event's involvedObject needs it, with the two annotations
+    the stamp's outcome is read from (``restarted-for`` only as this source's entry)."""
+    metadata = workload.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    kept: dict[str, str] = {}
+    if (done := decisions.restarted_for(annotations).get(token)) is not None:
+        kept[keys.RESTARTED_FOR] = json.dumps({token: done})
+    if (restarted := annotations.get(keys.RESTART_TS)) is not None:
+        kept[keys.RESTART_TS] = restarted
+    slim = {key: metadata.get(key) for key in ("name", "namespace", "uid", "resourceVersion")}
+    return {
+        "apiVersion": workload.get("apiVersion"),
+        "kind": workload.get("kind"),
+        "metadata": slim | {"annotations": kept},
+    }
+
+
 def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.datetime) -> bool:
     """Stamp every dependent that reads a changed key first, record the checksum (and the
     per-key digests) second: a crash repeats, never loses.
@@ -278,23 +296,24 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
         api.patch_source(kind, namespace, name, decisions.begin_change_patch(change_id, current))
 
     # One patch per distinct set of keys read and window: most dependents share one.
-    def patch_key(dependent: tuple[str, str]) -> tuple[KeyNames, windows.WindowRequest, bool]:
-        return seen_keys[dependent], requests[dependent], dependent[0] == ROLLOUTS
+    def patch_key(dependent: tuple[str, str]) -> tuple[KeyNames, windows.WindowRequest]:
+        return seen_keys[dependent], requests[dependent]
 
     patches = {
-        (read, request, rollout): decisions.stamp_patch(
-            kind, name, now, request, change_id, read, rollout
-        )
-        for read, request, rollout in {patch_key(dependent) for dependent in targets}
+        (read, request): decisions.stamp_patch(kind, name, now, request, change_id, read)
+        for read, request in {patch_key(dependent) for dependent in targets}
     }
     token = keys.source_token(kind, name)
 
     def stamp(dependent: tuple[str, str]) -> dict[str, Any] | Exception | None:
         try:
             patch = patches[patch_key(dependent)]
-            return api.patch_workload(dependent[0], namespace, dependent[1], patch)
+            stamped = api.patch_workload(dependent[0], namespace, dependent[1], patch)
         except Exception as error:  # one refused patch must not stop the others
             return error
+        # Only what the Event and the checks below read: a fan-out to thousands keeps
+        # no bodies until it ends.
+        return None if stamped is None else _reference(stamped, token)
 
     # Stamps go out in parallel; all of them are answered before the checksum is recorded.
     # Logs and Events stay in this thread: kopf's posting needs the handler's context.

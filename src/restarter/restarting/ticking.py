@@ -107,17 +107,10 @@ def _decide(
     metadata = workload["metadata"]
     if released(memo, metadata):
         return None
-    # A workload waiting for a window that has not started, unchanged since the tick that
-    # found so, needs no new decision: thousands of pending workloads tick every interval.
-    waiting = memo.get("waiting")
-    if waiting and waiting[0] == metadata.get("resourceVersion") and now < waiting[1]:
-        return None
     decision = decisions.decide_restart(workload, timer.settings, now)
     if decision.action is not Action.RESTART:
         timer.pacer.withdraw(workload_key(timer.plural, workload))
         _report_deferral(timer, workload, decision, now)
-    if decision.action is Action.WAIT and decision.next_start and decision.next_start > now:
-        memo["waiting"] = (metadata.get("resourceVersion"), decision.next_start)
     reported = memo.setdefault("reported_problems", set())
     for problem in decision.problems:
         if problem not in reported:
@@ -132,7 +125,7 @@ def _decide(
             posting.event(workload, type="Normal", reason="RestartDeferred", message=message)
         return None
     memo.pop("reported_paused", None)
-    if decision.action is Action.RESTART or decision.action in CLEARING:
+    if decision.action in (Action.RESTART, Action.WAIT, *CLEARING):
         return decision
     return None
 
@@ -174,6 +167,9 @@ async def restart_when_due(timer: TimerContext, workload: Mapping[str, Any]) -> 
     now = dt.datetime.now(dt.UTC)
     decision = _decide(timer, workload, now)
     if decision is None:
+        return
+    if decision.action is Action.WAIT:
+        await asyncio.to_thread(_hand_back, timer, workload)
         return
     if decision.action is not Action.RESTART:
         await asyncio.to_thread(_act, timer, workload, now, may_restart=False)
@@ -272,6 +268,20 @@ def _act(
         return sent
     timer.logger.info("changed while deciding; deciding again on the next tick")
     return None
+
+
+def _hand_back(timer: TimerContext, workload: Mapping[str, Any]) -> None:
+    """No window of its marks is open: the workload leaves kopf's timer (label and
+    finalizer removed, marks kept, at the version decided on) and waits in restarter's own
+    table for its window, as after a stamp. A workload changed meanwhile is decided again
+    on its next tick."""
+    metadata = workload["metadata"]
+    patch = decisions.hand_back_patch(metadata, rollout=decisions.is_rollout(workload))
+    try:
+        timer.api.patch_workload(timer.plural, metadata["namespace"], metadata["name"], patch)
+    except Conflict:
+        return
+    timer.logger.debug("not due: waiting for its window without a timer")
 
 
 def _report_restart(

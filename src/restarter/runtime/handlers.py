@@ -25,6 +25,7 @@ from restarter.model.references import (
     WORKLOAD_APIS,
 )
 from restarter.restarting import posting
+from restarter.restarting.admitting import Admissions, Admitter
 from restarter.restarting.checking import SourceChecks
 from restarter.restarting.observing import PacerSweeper, WorkloadObserver
 from restarter.restarting.pacing import Pacer
@@ -67,7 +68,10 @@ def build_registry(
     # A due workload that stops asking for a slot for over two ticks leaves the queue.
     pacer = Pacer(settings.pacing, stale_after=2.5 * settings.timer_interval)
     seen = SeenMarks()
-    observer = WorkloadObserver(api, pacer, seen)
+    # Pending workloads reach kopf's timers when their window opens, a bounded number at once.
+    admissions = Admissions(settings.max_timers)
+    admitter = Admitter(api, admissions)
+    observer = WorkloadObserver(api, pacer, seen, admissions, settings)
     selector = settings.selector
     # The namespaces that match the selector (all, without one): kopf's handlers and the
     # source checks act only there, and the workload streams watch only those.
@@ -164,6 +168,7 @@ def build_registry(
                     "until they are"
                 )
         sweeper.start()
+        admitter.start()
         if not watcher.in_sync.wait(STARTUP_SYNC_TIMEOUT):
             logger.warning(
                 f"workloads not listed after {STARTUP_SYNC_TIMEOUT:g}s; changes of sources "
@@ -187,6 +192,7 @@ def build_registry(
         watcher.stop()
         sources.stop()
         sweeper.stop()
+        admitter.stop()
         try:
             released = FinalizerReleaser(apps, settings.namespaces, logger.debug).release_all()
         except ReleaseFailed as error:

@@ -6,6 +6,7 @@ number of values stays small whatever the cluster's size.
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import prometheus_client
@@ -38,6 +39,23 @@ PENDING = Gauge(
     "Workloads carrying pending marks, by workload kind.",
     ["kind"],
 )
+WAITING = Gauge(
+    "restarter_pending_waiting_workloads",
+    "Pending workloads waiting for their window in restarter's own table (no timer, no "
+    "finalizer yet).",
+)
+ADMITTED = Gauge(
+    "restarter_pending_admitted_workloads",
+    "Pending workloads handed to kopf's timers (the pending label set): due now, or being "
+    "restarted; at most --max-timers.",
+)
+ALLOCATED_BLOCKS = Gauge(
+    "restarter_python_allocated_blocks",
+    "Memory blocks the Python interpreter has allocated and not freed (live objects), as "
+    "sys.getallocatedblocks() counts them: what the process holds, apart from what the "
+    "allocator keeps for reuse.",
+)
+ALLOCATED_BLOCKS.set_function(sys.getallocatedblocks)
 IN_FLIGHT = Gauge(
     "restarter_restarts_in_flight",
     "Restarts whose rollout is not complete yet (the pacing limit counts these).",

@@ -29,8 +29,8 @@ class Settings:
     (``RESTARTER_WINDOW_LENGTH``, like ``1h``, ``90m``)."""
 
     timer_interval: float = 60.0
-    """Seconds between checks of each pending workload; bounds window precision
-    (``RESTARTER_TIMER_INTERVAL``)."""
+    """Seconds between checks of each workload whose window is open and that has not
+    restarted yet (pacing held it back, or it is paused) (``RESTARTER_TIMER_INTERVAL``)."""
 
     namespaces: tuple[str, ...] = ()
     """Namespaces to watch; empty means every namespace (``RESTARTER_NAMESPACES``, comma list)."""
@@ -60,6 +60,11 @@ class Settings:
     rollout_timeout: dt.timedelta = dt.timedelta(minutes=10)
     """An incomplete rollout holds its slot this long, then a Warning frees it
     (``RESTARTER_ROLLOUT_TIMEOUT``)."""
+
+    max_timers: int = 200
+    """Pending workloads held by kopf's timers at once, at most: those whose window is open,
+    earliest due first; the others wait in restarter's own table, without a timer or a
+    finalizer (``RESTARTER_MAX_TIMERS``, at least 1)."""
 
     metrics_port: int = 0
     """Port of the Prometheus ``/metrics`` endpoint; 0: none (``RESTARTER_METRICS_PORT``)."""
@@ -177,6 +182,7 @@ def build(
         max_in_flight=_count("max in flight", args.max_in_flight),
         max_per_minute=_count("max per minute", args.max_per_minute),
         rollout_timeout=rollout_timeout,
+        max_timers=_at_least_one("max timers", args.max_timers),
         metrics_port=_port(args.metrics_port),
         leader_election=args.leader_election,
         lease_namespace=args.lease_namespace,
@@ -251,7 +257,8 @@ def _parser(env: Mapping[str, str], commands: Sequence[tuple[str, str]]) -> argp
         "--timer-interval",
         "RESTARTER_TIMER_INTERVAL",
         f"{defaults.timer_interval:g}",
-        "seconds between checks of each pending workload, 1 to 3600",
+        "seconds between checks of each workload whose window is open but that has not "
+        "restarted yet (pacing, paused), 1 to 3600",
         "SECONDS",
     )
     parser.add_argument(
@@ -314,6 +321,14 @@ def _parser(env: Mapping[str, str], commands: Sequence[tuple[str, str]]) -> argp
         "LENGTH",
     )
     option(
+        "--max-timers",
+        "RESTARTER_MAX_TIMERS",
+        str(defaults.max_timers),
+        "pending workloads whose window is open handed to timers at once, at most (each "
+        "holds its body in memory); the rest wait, earliest due first",
+        "COUNT",
+    )
+    option(
         "--metrics-port",
         "RESTARTER_METRICS_PORT",
         str(defaults.metrics_port),
@@ -368,6 +383,12 @@ def _count(what: str, text: str) -> int:
     """A limit: a whole number, 0 meaning none."""
     if not (text.isascii() and text.isdigit()):
         raise SettingsError(f"{what} {text!r} must be a whole number ≥ 0 (0: no limit)")
+    return int(text)
+
+
+def _at_least_one(what: str, text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise SettingsError(f"{what} {text!r} must be a whole number ≥ 1")
     return int(text)
 
 
