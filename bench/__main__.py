@@ -112,6 +112,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="workload Deployments: small, or realistic (a Helm chart's shape, kubectl apply)",
     )
     parser.add_argument(
+        "--apiserver-rate",
+        action="store_true",
+        help="after each restarter run, the apiserver's own rate for the same PATCHes (and "
+        "Events) from a bare loop of 16 threads",
+    )
+    parser.add_argument(
         "--memtrace",
         action="store_true",
         help="tracemalloc in each operator; live allocations written at the end of a run",
@@ -181,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                 memtrace=args.memtrace,
                 fanout=not args.no_fanout,
                 body=args.body,
+                apiserver_rate=args.apiserver_rate,
                 operator_env=tuple(tuple(pair.split("=", 1)) for pair in args.operator_env),
                 reloader_binary=args.reloader_binary if RELOADER in operators else None,
             )

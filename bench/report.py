@@ -107,6 +107,33 @@ METRICS: list[Metric] = [
     ),
     ("RSS after the window", "MB", lambda r: r.get("usage_window", {}).get("rss_mb", math.nan)),
     ("RSS 20 s later", "MB", lambda r: r["usage_end"]["rss_mb"]),
+    (
+        "stamps per second (fan-out)",
+        "/s",
+        lambda r: (
+            r.get("fanout", {}).get("stamped", math.nan) / r.get("fanout", {}).get("max", math.nan)
+        ),
+    ),
+    (
+        "window restarts per second",
+        "/s",
+        lambda r: r.get("window", {}).get("throughput_per_s", math.nan),
+    ),
+    (
+        "apiserver: metadata PATCH + Event per second (bare loop)",
+        "/s",
+        lambda r: r.get("apiserver_rate", {}).get("patch_and_event_per_s", math.nan),
+    ),
+    (
+        "apiserver: metadata PATCH per second (bare loop)",
+        "/s",
+        lambda r: r.get("apiserver_rate", {}).get("metadata_patch_per_s", math.nan),
+    ),
+    (
+        "apiserver: pod-template PATCH per second (bare loop)",
+        "/s",
+        lambda r: r.get("apiserver_rate", {}).get("restart_patch_per_s", math.nan),
+    ),
     ("window start → restarted, p50", "s", lambda r: r.get("window", {}).get("p50", math.nan)),
     ("window start → restarted, p99", "s", lambda r: r.get("window", {}).get("p99", math.nan)),
     ("window start → all restarted (max)", "s", lambda r: r.get("window", {}).get("max", math.nan)),

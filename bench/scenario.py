@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import workload
+from bench import apiserver_rate, workload
 from bench.audit import AuditLog
+from bench.control_plane import api_client
 from bench.loading import Objects, concurrently
 from bench.metrics import ApiserverMetrics
 from bench.processes import OperatorProcess
@@ -82,6 +83,7 @@ class Plan:
     fanout: bool = True
     reloader_binary: Path | None = None
     body: str = "small"
+    apiserver_rate: bool = False
 
 
 @dataclass(frozen=True)
@@ -291,10 +293,14 @@ def run_once(harness: Harness, plan: Plan, operator: str, run: int) -> dict[str,
                 result["usage_window"] = _phase(process, plan, "window")
                 time.sleep(AFTER)
         result["usage_end"] = _phase(process, plan, "end")
-        if plan.memtrace:
-            process.dump_allocations()
     finally:
         process.stop()
+    if plan.apiserver_rate and operator == RESTARTER:
+        # After the operator stopped, with the harness's watchers still running.
+        dependents = [workload.deployment_name(i) for i in range(plan.deployments)]
+        result["apiserver_rate"] = apiserver_rate.measure(
+            api_client(harness.cluster, apiserver_rate.THREADS + 8), dependents
+        )
     return result
 
 
