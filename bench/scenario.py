@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import logging
 import math
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -317,7 +318,10 @@ def _process(harness: Harness, plan: Plan, operator: str, run: int) -> OperatorP
     env = dict(plan.operator_env)
     if plan.memtrace:
         env |= {
-            "PYTHONPATH": str(Path(__file__).parent / "memtrace"),
+            # Before any given path (--operator-env PYTHONPATH=... picks the code measured).
+            "PYTHONPATH": os.pathsep.join(
+                [str(Path(__file__).parent / "memtrace"), *filter(None, [env.get("PYTHONPATH")])]
+            ),
             "BENCH_TRACEMALLOC": f"{stem}.allocations.txt",
         }
     log_path = stem.with_suffix(".log")

@@ -87,6 +87,11 @@ def paused_dependent(core: Core, apps: Apps, namespace: str) -> None:
     apps.create_namespaced_deployment(namespace, body)
 
 
+def holds_finalizer(apps: Apps, namespace: str, name: str) -> bool:
+    finalizers = apps.read_namespaced_deployment(name, namespace).metadata.finalizers
+    return keys.FINALIZER in (finalizers or [])
+
+
 def test_deleting_a_pending_deployment_does_not_hang(
     core: Core, apps: Apps, namespace: str, operator: OperatorFactory
 ) -> None:
@@ -94,14 +99,7 @@ def test_deleting_a_pending_deployment_does_not_hang(
     operator()
     baseline(core, namespace, "db")
     change_data(core, namespace, "db", "b")
-    wait_for(
-        lambda: (
-            keys.FINALIZER
-            in (apps.read_namespaced_deployment("web", namespace).metadata.finalizers or [])
-        ),
-        20,
-        message="timer finalizer",
-    )
+    wait_for(lambda: holds_finalizer(apps, namespace, "web"), 20, message="timer finalizer")
     apps.delete_namespaced_deployment("web", namespace)
 
     def gone() -> bool:

@@ -13,7 +13,10 @@ import urllib3
 
 from restarter.model import keys
 from tests.conftest import wait_for
-from tests.integration.factories import deployment, env_from_secret, secret, window_open_now
+from tests.integration.test_operator_lifecycle_and_bad_input import (
+    holds_finalizer,
+    paused_dependent,
+)
 from tests.integration.test_operator_restarts import baseline, change_data, pending
 from tests.node.conftest import Release
 
@@ -43,21 +46,11 @@ def test_helm_uninstall_runs_the_hook_as_a_real_pod_then_a_pending_workload_dele
     install: Callable[..., Release], core: Core, apps: Apps, namespace: str
 ) -> None:
     release = install([namespace])
-    # Paused in an open window: due, it stays pending and held by its timer's finalizer.
-    core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window_open_now()))
-    body = deployment("web", env=[env_from_secret("db")], paused=True)
-    apps.create_namespaced_deployment(namespace, body)
+    paused_dependent(core, apps, namespace)
     baseline(core, namespace, "db")
     change_data(core, namespace, "db", "b")
     wait_for(lambda: pending(apps, namespace, "web"), 30, message="pending marks")
-    wait_for(
-        lambda: (
-            keys.FINALIZER
-            in (apps.read_namespaced_deployment("web", namespace).metadata.finalizers or [])
-        ),
-        30,
-        message="its timer's finalizer",
-    )
+    wait_for(lambda: holds_finalizer(apps, namespace, "web"), 30, message="its timer's finalizer")
 
     seen: list[Any] = []
     stop = threading.Event()

@@ -58,7 +58,14 @@ class WorkloadObserver:
             self.admissions.labelled(key)
         else:
             now = dt.datetime.now(dt.UTC)
-            due = decisions.admission_due(body, self.defaults, now)
+            try:
+                due = decisions.admission_due(body, self.defaults, now)
+            except Exception as error:  # a stream must not stop on one odd body
+                log.warning(
+                    f"{WORKLOAD_KINDS[plural]} {namespace}/{name}: could not tell when it is "
+                    f"due ({type(error).__name__}); its timer decides now"
+                )
+                due = now.timestamp()
             self.admissions.wait(key, str(metadata.get("resourceVersion")), due)
 
     def deleted(self, plural: str, namespace: str, name: str) -> None:
