@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from restarter.model import decisions
 from restarter.model.references import ROLLOUTS, WORKLOAD_KINDS, WorkloadKey
@@ -32,6 +33,8 @@ log = logging.getLogger(__name__)
 ADMIT_PERIOD = 1.0
 #: Seconds before a workload whose label could not be set is tried again.
 ADMIT_RETRY = 5.0
+#: Label requests in flight at once (below kube.POOL_SIZE connections), as for stamps.
+ADMIT_CONCURRENCY = 16
 #: Seconds stopping waits for a label request in flight.
 STOP_TIMEOUT = 15.0
 
@@ -132,6 +135,7 @@ class Admitter:
         self.api, self.admissions, self.clock = api, admissions, clock
         self.stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="admitter", daemon=True)
+        self._pool = ThreadPoolExecutor(ADMIT_CONCURRENCY, thread_name_prefix="admit")
 
     def start(self) -> Admitter:
         self._thread.start()
@@ -154,19 +158,19 @@ class Admitter:
             self.admissions.sleep(self.clock(), self.stopping)
 
     def admit_once(self) -> int:
-        """Label every workload due now that has a place; the number labelled."""
-        labelled = 0
-        for key, version in self.admissions.take_due(self.clock()):
-            if self.stopping.is_set():
-                self.admissions.refused(key, version, self.clock())
-                break
-            labelled += self._admit(key, version)
+        """Label every workload due now that has a place, several requests at a time; the
+        number labelled."""
+        taken = self.admissions.take_due(self.clock())
+        labelled = sum(self._pool.map(lambda item: self._admit(*item), taken))
         waiting, holding = self.admissions.counts()
         metrics.WAITING.set(waiting)
         metrics.ADMITTED.set(holding)
         return labelled
 
     def _admit(self, key: WorkloadKey, version: str) -> int:
+        if self.stopping.is_set():
+            self.admissions.refused(key, version, self.clock())
+            return 0
         plural, namespace, name = key
         patch = decisions.admit_patch({"resourceVersion": version}, rollout=plural == ROLLOUTS)
         try:
