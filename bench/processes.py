@@ -140,7 +140,7 @@ class OperatorProcess:
         written = Path(output)
         written.unlink(missing_ok=True)
         os.kill(self.pid, signal.SIGUSR1)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600
         while not written.exists() or not written.read_text().endswith("\n## end\n"):
             if time.monotonic() > deadline:
                 return math.nan

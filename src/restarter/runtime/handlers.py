@@ -35,6 +35,7 @@ from restarter.restarting.ticking import TimerContext, restart_when_due, timer_w
 from restarter.runtime.kube import Api
 from restarter.runtime.late_kinds import LateKind
 from restarter.runtime.settings import Settings
+from restarter.runtime.trimming import Trimmer
 
 #: The log of sources kopf does not watch (unlabelled ones that workloads opted in for).
 SOURCES_LOG = logging.getLogger("restarter.sources")
@@ -71,6 +72,7 @@ def build_registry(
     # Pending workloads reach kopf's timers when their window opens, a bounded number at once.
     admissions = Admissions(settings.max_timers)
     admitter = Admitter(api, admissions)
+    trimmer = Trimmer()
     observer = WorkloadObserver(api, pacer, seen, admissions, settings)
     selector = settings.selector
     # The namespaces that match the selector (all, without one): kopf's handlers and the
@@ -169,6 +171,7 @@ def build_registry(
                 )
         sweeper.start()
         admitter.start()
+        trimmer.start()
         if not watcher.in_sync.wait(STARTUP_SYNC_TIMEOUT):
             logger.warning(
                 f"workloads not listed after {STARTUP_SYNC_TIMEOUT:g}s; changes of sources "
@@ -193,6 +196,7 @@ def build_registry(
         sources.stop()
         sweeper.stop()
         admitter.stop()
+        trimmer.stop()
         try:
             released = FinalizerReleaser(apps, settings.namespaces, logger.debug).release_all()
         except ReleaseFailed as error:
