@@ -120,6 +120,17 @@ def test_start_up_with_hundreds_of_workloads_restarts_exactly_the_pending_ones_o
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(create, range(WORKLOADS)))
 
+    def first_replica_sets() -> int:
+        owners = {
+            rs.metadata.owner_references[0].name
+            for rs in apps.list_namespaced_replica_set(namespace).items
+        }
+        return len(owners)
+
+    # A restart that lands before the deployment controller made a Deployment's first
+    # ReplicaSet leaves it with one (of the new template): the count below needs the first.
+    wait_for(lambda: first_replica_sets() == WORKLOADS, 120, message="every first ReplicaSet")
+
     with DeploymentHistory(apps, namespace) as history:
         operator()
 
