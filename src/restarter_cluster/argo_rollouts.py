@@ -5,11 +5,11 @@ by hack/build-cluster-binaries.sh) as one process per cluster, without leader el
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 from restarter_cluster import binaries, controllers
 from restarter_cluster.cluster import Cluster
+from restarter_cluster.ports import free_port
 
 MODULE = "github.com/argoproj/argo-rollouts"
 #: The Go module that pins Argo Rollouts and builds its controller.
@@ -46,12 +46,6 @@ def install_crds(cluster: Cluster, only_rollout: bool = False, timeout: float = 
     return controllers.install_crds(cluster, crd_files(only_rollout), timeout)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 class ArgoRollouts(controllers.Controller):
     """Argo Rollouts' controller for ``cluster``; its pid lives in the cluster directory."""
 
@@ -69,8 +63,8 @@ class ArgoRollouts(controllers.Controller):
             f"--kubeconfig={self.cluster.kubeconfig}",
             "--leader-elect=false",
             # Its own ports, not the defaults: several clusters share this machine.
-            f"--healthzPort={_free_port()}",
-            f"--metricsPort={_free_port()}",
+            f"--healthzPort={free_port()}",
+            f"--metricsPort={free_port()}",
             "--loglevel=info",
         ]
         self.launch(command, version(), timeout, ArgoRolloutsError)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -22,6 +22,7 @@ import yaml
 
 from restarter_cluster import binaries, pki
 from restarter_cluster.node import RealNode
+from restarter_cluster.ports import free_port
 
 STATE_FILE = "state.json"
 SERVICE_CIDR = "10.0.0.0/24"
@@ -32,14 +33,12 @@ KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 NODE_LEASE_SECONDS = 40
 
 
+#: What a component logs when its port was taken between choosing and binding it.
+PORT_TAKEN = "address already in use"
+
+
 class ClusterError(RuntimeError):
     """A component failed to start or become ready; the message names its log file."""
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -82,14 +81,26 @@ class Cluster:
             pids=state["pids"],
         )
 
-    def up(self, timeout: float = 120.0) -> Cluster:
-        """Start every component, wait until nodes are Ready; on failure stop what started."""
+    def up(self, timeout: float = 120.0, attempts: int = 3) -> Cluster:
+        """Start every component, wait until nodes are Ready; on failure stop what started.
+        A component that lost its port to another process before binding it is started
+        again on new ports, up to ``attempts`` times in all."""
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._up_once(timeout)
+            except ClusterError as error:
+                if PORT_TAKEN not in str(error) or attempt == attempts:
+                    raise
+                shutil.rmtree(self.directory / "etcd", ignore_errors=True)
+        raise AssertionError("unreachable")
+
+    def _up_once(self, timeout: float) -> Cluster:
         bins = binaries.locate()
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / "logs").mkdir(exist_ok=True)
         certs = pki.generate(self.pki_dir)
         self.ports = {
-            name: _free_port()
+            name: free_port()
             for name in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok")
         }
         self._write_kubeconfig(certs)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import random
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -34,6 +33,7 @@ import pytest
 
 from restarter.model import keys
 from restarter_cluster.cluster import Cluster
+from restarter_cluster.ports import free_port
 from tests.conftest import Operator, wait_for
 from tests.faults import NO_PACING
 from tests.faults.ledger import RESTART, STAMP, Ledger, eventually, report, seed_from_env
@@ -65,19 +65,13 @@ def own_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         running.down()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Supervisor:
     """Keeps one operator running as a kubelet would: restarted when it exits, killed
     and restarted after ``PROBE_FAILURES`` failed liveness probes in a row."""
 
     def __init__(self, cluster: Cluster, namespace: str, log_dir: Path) -> None:
         self.cluster, self.log_dir = cluster, log_dir
-        self.port = _free_port()
+        self.port = free_port()
         self.args = [
             "--namespace",
             namespace,

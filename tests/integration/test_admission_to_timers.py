@@ -14,6 +14,7 @@ import kubernetes
 import urllib3
 
 from restarter.model import keys
+from restarter_cluster.ports import free_port
 from tests.conftest import Operator, wait_for
 from tests.integration.factories import (
     deployment,
@@ -22,7 +23,6 @@ from tests.integration.factories import (
     window_hours_away,
     window_open_now,
 )
-from tests.integration.test_chart import _free_port
 from tests.integration.test_operator_restarts import (
     annotations_of,
     baseline,
@@ -82,7 +82,7 @@ def labelled_or_finalized(apps: Apps, namespace: str) -> list[str]:
 def test_workloads_waiting_for_their_window_hold_no_label_finalizer_or_memory(
     core: Core, apps: Apps, namespace: str, operator: Callable[..., Operator]
 ) -> None:
-    port = _free_port()
+    port = free_port()
     core.create_namespaced_secret(namespace, secret("ca", {"password": "a"}, window_hours_away()))
     names = many_dependents(apps, namespace, WAITING, "ca")
     operator("--metrics-port", str(port))

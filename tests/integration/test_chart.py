@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import yaml
 from restarter.model import keys
 from restarter_cluster import binaries
 from restarter_cluster.cluster import Cluster
+from restarter_cluster.ports import free_port
 from tests.conftest import REPO, Operator, refused, wait_for
 from tests.integration.factories import (
     deployment,
@@ -215,12 +215,6 @@ def _chart_container(cluster: Cluster, release: str) -> dict[str, Any]:
     return dict(operator["spec"]["template"]["spec"]["containers"][0])
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _chart_env(container: dict[str, Any], pod: str) -> dict[str, str]:
     """The container's env as the kubelet sets it for pod ``pod`` in restarter-system."""
     fields = {"metadata.name": pod, "metadata.namespace": "restarter-system"}
@@ -244,8 +238,8 @@ def run_as_chart(
     container = _chart_container(cluster, release)
     env = _chart_env(container, pod)
     env["RESTARTER_TIMER_INTERVAL"] = "1"
-    env["RESTARTER_METRICS_PORT"] = str(_free_port())
-    port = _free_port()
+    env["RESTARTER_METRICS_PORT"] = str(free_port())
+    port = free_port()
     args = [*container["args"], "--liveness", f"http://127.0.0.1:{port}/healthz"]
     kubeconfig = _token_kubeconfig(cluster, f"{release}-restarter", tmp_path / "sa-kubeconfig")
     log = tmp_path / f"{pod}.log"

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from restarter.model import keys
 from restarter_cluster.cluster import Cluster
+from restarter_cluster.ports import free_port
 from tests.conftest import Operator, wait_for
 from tests.integration.factories import (
     deployment,
@@ -23,7 +24,6 @@ from tests.integration.factories import (
 )
 from tests.integration.test_chart import (
     CHART,
-    _free_port,
     helm,
     install,
     objects_of,
@@ -175,7 +175,7 @@ def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 def test_counters_move_by_exactly_what_a_change_and_its_restarts_did(
     core: Core, apps: Apps, namespace: str, operator: Callable[..., Operator]
 ) -> None:
-    metrics_port = _free_port()
+    metrics_port = free_port()
     core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window_open_now()))
     core.create_namespaced_secret(namespace, secret("far", {"password": "a"}, window_hours_away()))
     core.create_namespaced_secret(namespace, secret("bad", {"password": "a"}, "25.00"))
