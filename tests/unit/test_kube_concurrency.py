@@ -1,11 +1,18 @@
-"""The request concurrency restarter allows itself: halved by 429s, grown back by answers."""
+"""The request concurrency restarter allows itself: halved by 429s, grown back by answers;
+what a retried request says in the log."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from collections.abc import Callable
 
-from restarter.runtime.kube import Concurrency
+import pytest
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from restarter.runtime.kube import Concurrency, retrying
 
 
 def test_each_429_halves_the_limit_down_to_one() -> None:
@@ -44,3 +51,38 @@ def test_requests_beyond_the_limit_wait_for_one_to_finish() -> None:
         assert not entered.is_set()
     thread.join(5)
     assert entered.is_set()
+
+
+def _failing_once(error: Exception) -> Callable[[], str]:
+    calls = []
+
+    def call() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise error
+        return "answered"
+
+    return call
+
+
+def test_a_request_without_an_answer_is_tried_again_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    timeout = urllib3.exceptions.ReadTimeoutError(None, "/api", "Read timed out.")  # type: ignore[arg-type]
+    with caplog.at_level(logging.DEBUG, logger="restarter.runtime.kube"):
+        assert retrying(_failing_once(timeout), "patch") == "answered"
+    [record] = caplog.records
+    assert record.levelno == logging.WARNING
+    assert record.getMessage().startswith("patch: no answer (ReadTimeoutError")
+    assert "trying again in 0.5s" in record.getMessage()
+
+
+def test_a_server_error_is_logged_and_throttling_only_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.INFO, logger="restarter.runtime.kube"):
+        retrying(_failing_once(ApiException(status=503, reason="Service Unavailable")), "get")
+        retrying(_failing_once(ApiException(status=429, reason="Too Many Requests")), "get")
+    assert [record.getMessage() for record in caplog.records] == [
+        "get: API error 503 Service Unavailable; trying again in 0.5s"
+    ]

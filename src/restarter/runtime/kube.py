@@ -135,11 +135,22 @@ def retrying(call: Callable[[], T], verb: str) -> T:
             if error.status not in RETRIABLE or attempt >= limit:
                 raise
             delay = min(MAX_DELAY, max(delay, _retry_after(error)))
+            # Throttling is counted (restarter_api_errors_total) and expected under a
+            # fan-out; a server error is worth a line.
+            level = logging.DEBUG if error.status == 429 else logging.WARNING
+            log.log(level, f"{verb}: API error {error.status} {error.reason}; {_again(delay)}")
         except urllib3.exceptions.HTTPError as error:
             count_error(verb, error)
             if attempt >= ATTEMPTS:
                 raise
+            # A request that got no answer (a timeout, a dropped connection) held its
+            # caller for up to the read timeout: say so, or a late stamp looks like none.
+            log.warning(f"{verb}: no answer ({type(error).__name__}: {error}); {_again(delay)}")
         time.sleep(delay)
+
+
+def _again(delay: float) -> str:
+    return f"trying again in {delay:g}s"
 
 
 class Api:
