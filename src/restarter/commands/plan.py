@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,7 @@ from restarter.commands import planning
 from restarter.model.references import ROLLOUTS, WORKLOAD_KINDS
 from restarter.model.schedule import ScheduleError, parse_length, parse_zone
 from restarter.model.windows import format_length
+from restarter.runtime import kube
 from restarter.runtime.kube import Api
 from restarter.runtime.settings import Settings
 
@@ -152,6 +154,9 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     except ScheduleError as error:
         print(f"restarter plan: {error}", file=sys.stderr)
         return 2
+    # A request given up on is this command's one line of error; the retries before it
+    # (the operator's log warns of each) would only bury it.
+    logging.getLogger(kube.__name__).setLevel(logging.ERROR)
     try:
         api, context_namespace = _connect(options.kubeconfig)
         namespace = None if options.all_namespaces else options.namespace or context_namespace
