@@ -34,6 +34,14 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
+def _optional(run: Run, *path: str) -> Any:
+    """A figure of a phase a run may have skipped (older runs, options off): NaN then."""
+    found: Any = run
+    for key in path[:-1]:
+        found = found.get(key, {})
+    return found.get(path[-1], math.nan)
+
+
 Metric = tuple[str, str, Callable[[Run], float]]
 
 METRICS: list[Metric] = [
@@ -90,57 +98,50 @@ METRICS: list[Metric] = [
     ("CPU until ready", "s", lambda r: r["usage_ready"]["cpu_seconds"]),
     ("CPU, whole run", "s", lambda r: r["usage_end"]["cpu_seconds"]),
     ("peak RSS (VmHWM)", "MB", lambda r: r["usage_end"]["peak_rss_mb"]),
-    ("RSS once stamped", "MB", lambda r: r.get("usage_stamped", {}).get("rss_mb", math.nan)),
+    ("RSS once stamped", "MB", lambda r: _optional(r, "usage_stamped", "rss_mb")),
     (
         "RSS while all wait for the window",
         "MB",
-        lambda r: r.get("window", {}).get("usage_waiting", {}).get("rss_mb", math.nan),
+        lambda r: _optional(r, "window", "usage_waiting", "rss_mb"),
     ),
     (
         "CPU while all wait for the window",
         "s/min",
         lambda r: (
             60
-            * r.get("window", {}).get("cpu_waiting_seconds", math.nan)
-            / r.get("window", {}).get("waiting_seconds", math.nan)
+            * _optional(r, "window", "cpu_waiting_seconds")
+            / _optional(r, "window", "waiting_seconds")
         ),
     ),
-    ("RSS after the window", "MB", lambda r: r.get("usage_window", {}).get("rss_mb", math.nan)),
+    ("RSS after the window", "MB", lambda r: _optional(r, "usage_window", "rss_mb")),
     ("RSS 20 s later", "MB", lambda r: r["usage_end"]["rss_mb"]),
     (
         "stamps per second (fan-out)",
         "/s",
-        lambda r: (
-            r.get("fanout", {}).get("stamped", math.nan) / r.get("fanout", {}).get("max", math.nan)
-        ),
-    ),
-    (
-        "window restarts per second",
-        "/s",
-        lambda r: r.get("window", {}).get("throughput_per_s", math.nan),
+        lambda r: _optional(r, "fanout", "stamped") / _optional(r, "fanout", "max"),
     ),
     (
         "apiserver: metadata PATCH + Event per second (bare loop)",
         "/s",
-        lambda r: r.get("apiserver_rate", {}).get("patch_and_event_per_s", math.nan),
+        lambda r: _optional(r, "apiserver_rate", "patch_and_event_per_s"),
     ),
     (
         "apiserver: metadata PATCH per second (bare loop)",
         "/s",
-        lambda r: r.get("apiserver_rate", {}).get("metadata_patch_per_s", math.nan),
+        lambda r: _optional(r, "apiserver_rate", "metadata_patch_per_s"),
     ),
     (
         "apiserver: pod-template PATCH per second (bare loop)",
         "/s",
-        lambda r: r.get("apiserver_rate", {}).get("restart_patch_per_s", math.nan),
+        lambda r: _optional(r, "apiserver_rate", "restart_patch_per_s"),
     ),
-    ("window start → restarted, p50", "s", lambda r: r.get("window", {}).get("p50", math.nan)),
-    ("window start → restarted, p99", "s", lambda r: r.get("window", {}).get("p99", math.nan)),
-    ("window start → all restarted (max)", "s", lambda r: r.get("window", {}).get("max", math.nan)),
+    ("window start → restarted, p50", "s", lambda r: _optional(r, "window", "p50")),
+    ("window start → restarted, p99", "s", lambda r: _optional(r, "window", "p99")),
+    ("window start → all restarted (max)", "s", lambda r: _optional(r, "window", "max")),
     (
         "restart throughput in the window",
         "/s",
-        lambda r: r.get("window", {}).get("throughput_per_s", math.nan),
+        lambda r: _optional(r, "window", "throughput_per_s"),
     ),
 ]
 
