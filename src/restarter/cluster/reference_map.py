@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from restarter.model.checksums import BucketChange, ChangedKeys
 from restarter.model.optin import OptIn, opt_in
 from restarter.model.references import (
     KeyNames,
@@ -95,7 +96,8 @@ class Target(NamedTuple):
     plural: str
     name: str
     keys: KeyNames
-    """The changed keys it reads (None: unknown)."""
+    """The changed keys it reads (None: unknown; a ``PossiblyChanged`` set: keys whose
+    digest bucket changed)."""
 
     optin: OptIn | None
     """Its opt-in when it selects this source: its window applies; else the source's."""
@@ -153,14 +155,14 @@ class ReferenceMap:
         namespace: str,
         kind: str,
         name: str,
-        changed: KeyNames,
+        changed: ChangedKeys,
         source_metadata: Mapping[str, Any],
     ) -> list[Target]:
-        """The workloads that read a key in ``changed`` (None: unknown, so every user) of
-        the source, sorted; each with its opt-in when it selects this source (its window
-        applies), else None (restarted only if the source is labelled). A workload that
-        selects sources by an expression and does not use this one appears only if it
-        selects it."""
+        """The workloads that read a key in ``changed`` (None: unknown, so every user; a
+        ``BucketChange``: a key whose bucket changed) of the source, sorted; each with its
+        opt-in when it selects this source (its window applies), else None (restarted only
+        if the source is labelled). A workload that selects sources by an expression and
+        does not use this one appears only if it selects it."""
         annotations = source_metadata.get("annotations") or {}
         found: list[Target] = []
         with self._lock:
@@ -181,7 +183,10 @@ class ReferenceMap:
                     ),
                     None,  # selected by an expression: read through the API, whole
                 )
-                seen = affected_keys(reads, changed)
+                if isinstance(changed, BucketChange):
+                    seen = changed.read_by(reads)  # possibly changed: its bucket did
+                else:
+                    seen = affected_keys(reads, changed)
                 if not (seen is None or seen):
                     continue
                 optin = self._optins.get(key)
@@ -195,7 +200,7 @@ class ReferenceMap:
             return sorted(self._users.get((namespace, kind, name), ()))
 
     def affected(
-        self, namespace: str, kind: str, name: str, changed: KeyNames
+        self, namespace: str, kind: str, name: str, changed: ChangedKeys
     ) -> list[tuple[str, str, KeyNames]]:
         """(plural, name, the changed keys it reads) of every workload that reads a key in
         ``changed`` (None: unknown, so every user, with None), sorted."""

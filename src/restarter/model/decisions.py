@@ -11,10 +11,15 @@ from typing import Any
 
 from restarter.model import keys, windows
 from restarter.model.checksums import (
-    KeyDigests,
-    changed_keys,
+    EXACT_BUDGET,
+    SALT_BYTES,
+    ChangedKeys,
+    Digests,
+    bucket_digests,
+    changes,
     checksum,
-    key_digests,
+    fitting_digests,
+    new_salt,
     read_key_digests,
 )
 from restarter.model.references import SOURCE_KINDS, KeyNames
@@ -50,8 +55,9 @@ def classify(source: Mapping[str, Any], remembered: str | None = None) -> tuple[
     return (Change.UNCHANGED if recorded == current else Change.CHANGED), current
 
 
-def recorded_key_digests(metadata: Mapping[str, Any]) -> KeyDigests | None:
-    """The source's per-key digests, if they describe the data its checksum was taken of."""
+def recorded_key_digests(metadata: Mapping[str, Any]) -> Digests | None:
+    """The source's key digests (either form), if they describe the data its checksum was
+    taken of."""
     annotations = metadata.get("annotations") or {}
     digests = read_key_digests(annotations.get(keys.KEY_DIGESTS))
     if digests is None or digests.checksum != annotations.get(keys.CHECKSUM):
@@ -60,23 +66,80 @@ def recorded_key_digests(metadata: Mapping[str, Any]) -> KeyDigests | None:
 
 
 def key_digests_current(source: Mapping[str, Any], current: str) -> bool:
-    """True when the source's per-key digests are recorded for its data now."""
-    digests = recorded_key_digests(source.get("metadata") or {})
-    return digests is not None and digests.checksum == current
+    """True when the source's key digests are recorded for its data now, in a compact form
+    (an annotation of one digest per key past ``EXACT_BUDGET``, as restarter wrote before
+    it kept digests per bucket, is recorded again, smaller)."""
+    metadata = source.get("metadata") or {}
+    digests = recorded_key_digests(metadata)
+    if digests is None or digests.checksum != current:
+        return False
+    recorded = (metadata.get("annotations") or {}).get(keys.KEY_DIGESTS) or ""
+    return len(recorded) <= EXACT_BUDGET
 
 
-def key_change(
-    source: Mapping[str, Any], current: str, fresh_salt: str
-) -> tuple[KeyDigests, KeyNames]:
-    """The per-key digests of the source's data now, and the keys changed since the recorded
-    ones (None: unknown, as after restarter 0.x, so every reader counts as affected).
+#: The apiserver's limit on all of an object's annotations together: the bytes of every
+#: key and value (``TotalAnnotationSizeLimitB``).
+ANNOTATIONS_LIMIT = 256 * 1024
+#: Bytes left unused below it: another writer may add an annotation between restarter's
+#: read of the source and its patch.
+ANNOTATIONS_MARGIN = 1024
+#: The annotations the checksum patch sets or removes.
+_RECORDED = (keys.CHECKSUM, keys.KEY_DIGESTS, keys.CHANGE)
+
+
+def annotation_bytes(annotations: Mapping[str, str], skip: tuple[str, ...] = ()) -> int:
+    """The bytes annotations take, as the apiserver counts them against its limit."""
+    return sum(
+        len(key.encode()) + len(value.encode())
+        for key, value in annotations.items()
+        if key not in skip
+    )
+
+
+def digests_room(metadata: Mapping[str, Any], current: str) -> int:
+    """Bytes the key-digests annotation's value may take on the source: the limit, less
+    the source's other annotations, the checksum, the margin and the key's own name."""
+    others = annotation_bytes(metadata.get("annotations") or {}, _RECORDED)
+    recorded = len(keys.CHECKSUM) + len(current) + len(keys.KEY_DIGESTS)
+    return ANNOTATIONS_LIMIT - ANNOTATIONS_MARGIN - others - recorded
+
+
+@dataclass(frozen=True)
+class KeyChange:
+    """The key digests to record for the data now, and what changed since those recorded."""
+
+    record: Digests | None
+    """None: not even per-bucket digests fit beside the source's own annotations; only
+    the checksum is recorded, and the next change affects every reader."""
+
+    changed: ChangedKeys
+    """None: unknown (no digests recorded, as after restarter 0.x): every reader counts as
+    affected."""
+
+    room: int
+    """Bytes the digests annotation could take (what ``record`` None could not fit in)."""
+
+
+def key_change(source: Mapping[str, Any], current: str, fresh_salt: str) -> KeyChange:
+    """The key digests of the source's data now, in the most precise form that fits, and
+    the keys changed since the recorded ones, as precisely as those tell.
 
     The recorded salt is kept; ``fresh_salt`` serves a source that has none yet.
     """
-    before = recorded_key_digests(source.get("metadata") or {})
+    metadata = source.get("metadata") or {}
+    data, binary = source.get("data"), source.get("binaryData")
+    before = recorded_key_digests(metadata)
     salt = fresh_salt if before is None else before.salt
-    now = key_digests(source.get("data"), source.get("binaryData"), salt, current)
-    return now, (None if before is None else changed_keys(before, now))
+    room = digests_room(metadata, current)
+    record = fitting_digests(data, binary, salt, current, room)
+    changed = None if before is None else changes(before, data, binary, current)
+    return KeyChange(record, changed, room)
+
+
+def bucket_annotation_bytes(current: str) -> int:
+    """The bytes of a per-bucket digests annotation (the same for any data and salt)."""
+    salt = new_salt(bytes(SALT_BYTES))
+    return len(bucket_digests(None, None, salt, current).to_annotation())
 
 
 def change_id(metadata: Mapping[str, Any], current: str) -> tuple[str, bool]:
@@ -174,12 +237,17 @@ def label_repair(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def checksum_patch(value: str, digests: KeyDigests | None = None) -> dict[str, Any]:
-    """The checksum (and the per-key digests of the same data) recorded; the change
-    annotation (if any) dropped: the change is done."""
+def checksum_patch(
+    value: str, digests: Digests | None = None, *, drop_digests: bool = False
+) -> dict[str, Any]:
+    """The checksum (and the key digests of the same data) recorded; the change annotation
+    (if any) dropped: the change is done. ``drop_digests``: the recorded digests removed
+    (they fit no longer, and would describe other data)."""
     annotations: dict[str, str | None] = {keys.CHECKSUM: value, keys.CHANGE: None}
     if digests is not None:
         annotations[keys.KEY_DIGESTS] = digests.to_annotation()
+    elif drop_digests:
+        annotations[keys.KEY_DIGESTS] = None
     return {"metadata": {"annotations": annotations}}
 
 

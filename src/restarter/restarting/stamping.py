@@ -131,11 +131,162 @@ def _when(instant: dt.datetime, zone_name: str) -> str:
     return f"{local:%Y-%m-%d %H:%M} {zone_name}"
 
 
-def describe_keys(changed: KeyNames) -> str:
-    """How Events and logs name changed keys (names only, never values)."""
+#: The most key names an Event or log line lists; the others are counted.
+NAMED_KEYS = 20
+
+
+def _key_names(names: frozenset[str]) -> str:
+    listed = sorted(names)
+    shown = ", ".join(listed[:NAMED_KEYS])
+    more = len(listed) - NAMED_KEYS
+    return f"key{'s' if len(listed) != 1 else ''} {shown}" + (
+        f" and {more} more" if more > 0 else ""
+    )
+
+
+def describe_keys(changed: checksums.ChangedKeys) -> str:
+    """How Events and logs name changed keys (names only, never values): exactly where the
+    source's digests are per key; where they are per bucket, the keys of the changed
+    buckets, as possibly changed."""
     if changed is None:
         return "changed keys unknown"
-    return f"key{'s' if len(changed) != 1 else ''} {', '.join(sorted(changed))}"
+    if isinstance(changed, checksums.BucketChange):
+        buckets = f"{len(changed.buckets)} of {changed.count} digest buckets changed"
+        if not changed.present:
+            return f"{buckets}, holding no key now: a key was removed, its name is not known"
+        return (
+            f"possibly {_key_names(changed.present)}: {buckets}, "
+            "and which of their keys changed cannot be told"
+        )
+    if isinstance(changed, checksums.PossiblyChanged):
+        return f"possibly {_key_names(changed)}, in a changed digest bucket"
+    return _key_names(changed)
+
+
+def _refusal(error: Exception, current: str) -> tuple[int, str]:
+    """The HTTP status of a refused request (0: no answer) and how an Event names it: the
+    status and the apiserver's message (which names the field and the limit), without the
+    checksum should the message echo it."""
+    status = getattr(error, "status", None)
+    if not isinstance(status, int):
+        return 0, f"no answer: {type(error).__name__}"
+    try:
+        message = json.loads(getattr(error, "body", None) or "{}").get("message") or ""
+    except (ValueError, AttributeError):
+        message = ""
+    message = str(message).replace(current.removeprefix("sha256:"), "…")[:300]
+    reason = getattr(error, "reason", None) or ""
+    return status, f"HTTP {status} {reason}".rstrip() + (f": {message}" if message else "")
+
+
+def _refused(context: SourceContext, error: Exception, current: str, what: str) -> str:
+    """A refused patch of the source counted and logged; what the Warning says of it."""
+    status, refusal = _refusal(error, current)
+    metrics.SOURCE_PATCH_ERRORS.labels(SOURCE_KINDS[context.kind], str(status)).inc()
+    context.logger.warning(f"the API refused {what}: {refusal}")
+    return refusal
+
+
+def begin_change(
+    context: SourceContext, source: Mapping[str, Any], change_id: str, current: str
+) -> None:
+    """The change's id recorded on the source before its first stamp. Refused, it is a
+    Warning, and stamping goes on: the restarts matter more than the id that keeps a
+    fan-out resumed after a crash from restarting a dependent twice."""
+    metadata = source["metadata"]
+    patch = decisions.begin_change_patch(change_id, current)
+    try:
+        context.api.patch_source(context.kind, metadata["namespace"], metadata["name"], patch)
+    except Exception as error:
+        refusal = _refused(context, error, current, "the change annotation")
+        context.poster.warn(
+            source,
+            reason="ChangeNotRecorded",
+            message=f"could not record the change being scheduled ({refusal}); its "
+            "dependents are scheduled anyway, but should restarter stop before the change is "
+            "recorded, one that already restarted for it may restart again",
+        )
+
+
+def record(
+    context: SourceContext,
+    source: Mapping[str, Any],
+    change: Change,
+    current: str,
+    key_change: decisions.KeyChange,
+) -> str | None:
+    """Record the checksum, with the most precise key digests that fit, on the source; what
+    was recorded, or None when the API refused even the checksum alone.
+
+    A refused patch is a Warning Event on the source and a metric, never only a log line.
+    Refused digests are dropped and the checksum sent alone. A refused checksum is not sent
+    again (the same patch would be refused again): the caller goes on as if it were
+    recorded for this run, so nothing spins on it.
+    """
+    kind, api = context.kind, context.api
+    metadata = source["metadata"]
+    namespace, name = metadata["namespace"], metadata["name"]
+    what, digests = SOURCE_KINDS[kind], key_change.record
+    every = f"every workload that uses this {what} restarts on its next data change"
+    try:
+        patch = decisions.checksum_patch(current, digests, drop_digests=True)
+        api.patch_source(kind, namespace, name, patch)
+    except Exception as error:
+        refusal = _refused(context, error, current, "the checksum and key digests")
+        if digests is None:
+            context.poster.warn(
+                source, reason="ChecksumNotRecorded", message=_not_recorded(change, what, refusal)
+            )
+            return None
+        # The digests may be what was refused: the checksum alone still records the change.
+        alone = decisions.checksum_patch(current, None, drop_digests=True)
+        try:
+            api.patch_source(kind, namespace, name, alone)
+        except Exception as again:
+            refusal = _refused(context, again, current, "the checksum")
+            context.poster.warn(
+                source, reason="ChecksumNotRecorded", message=_not_recorded(change, what, refusal)
+            )
+            return None
+        context.poster.warn(
+            source,
+            reason="KeyDigestsNotRecorded",
+            message=f"the API refused restarter's key digests ({refusal}); recorded the "
+            f"checksum only: {every}, whichever keys it reads",
+        )
+        return "the checksum only"
+    if digests is None:
+        needs = decisions.bucket_annotation_bytes(current)
+        context.poster.warn(
+            source,
+            reason="KeyDigestsNotRecorded",
+            message=f"this {what}'s other annotations leave {max(0, key_change.room)} bytes "
+            f"of the {decisions.ANNOTATIONS_LIMIT} the API allows for all annotations of an "
+            f"object, less than restarter's key digests need ({needs}); recorded the "
+            f"checksum only: {every}, whichever keys it reads",
+        )
+        return "the checksum only"
+    form = "per key" if isinstance(digests, checksums.KeyDigests) else "per bucket of keys"
+    return f"the checksum and its key digests ({form})"
+
+
+def _not_recorded(change: Change, what: str, refusal: str) -> str:
+    """The Warning of a checksum the API refused: what that costs, by the kind of change."""
+    if change is Change.UNCHANGED:
+        return (
+            f"could not record the key digests of this {what} ({refusal}): every workload "
+            "that uses it restarts on its next data change, whichever keys it reads"
+        )
+    if change is Change.BASELINE:
+        return (
+            f"could not record the checksum of this {what} ({refusal}): a data change is "
+            "noticed while this restarter runs, but one made while it is not running is missed"
+        )
+    return (
+        f"could not record the checksum of this {what} ({refusal}): the dependents are "
+        "scheduled for this change, but restarter sees it again when it next starts and "
+        "schedules them again"
+    )
 
 
 async def check_source(context: SourceContext, source: Mapping[str, Any]) -> None:
@@ -224,20 +375,24 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
     change, current = decisions.classify(source, seen.get((kind, namespace, name)))
     # The digests of the data now, and the keys changed since those recorded: the same
     # for a fan-out repeated after a crash (the recorded ones change only at its end).
-    digests, changed = decisions.key_change(
+    key_change = decisions.key_change(
         source, current, checksums.new_salt(secrets.token_bytes(checksums.SALT_BYTES))
     )
+    changed = key_change.changed
 
-    def record_checksum() -> None:
-        api.patch_source(kind, namespace, name, decisions.checksum_patch(current, digests))
+    def record_checksum() -> str | None:
+        recorded = record(context, source, change, current, key_change)
+        # Remembered even when refused: this run does not act on the same data again.
         seen[kind, namespace, name] = current
+        return recorded
 
     if change is Change.UNCHANGED:
-        if not decisions.key_digests_current(source, current):
-            # Recorded by restarter 0.x (a checksum, no digests): the data is as it was
-            # then, so nothing restarts; the digests let the next change name its keys.
-            record_checksum()
-            logger.info("recorded the per-key digests of unchanged data; nothing restarts")
+        # Recorded by restarter 0.x (a checksum, no digests), or digests per key grown past
+        # their budget: the data is as it was then, so nothing restarts; compact digests
+        # let the next change name its keys.
+        recorded = None if decisions.key_digests_current(source, current) else record_checksum()
+        if recorded:
+            logger.info(f"unchanged data: recorded {recorded}; nothing restarts")
         seen[kind, namespace, name] = current
         return True
     labelled = keys.RESTART_AT_LABEL in (metadata.get("labels") or {})
@@ -255,8 +410,8 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
             context.poster.warn(source, reason="InvalidWindow", message=message)
     asked = f"in window {request.describe()}" if request else "for the workloads that opted in"
     if change is Change.BASELINE:
-        record_checksum()
-        logger.info(f"first sight: recorded the checksum; restarts follow data changes {asked}")
+        if recorded := record_checksum():
+            logger.info(f"first sight: recorded {recorded}; restarts follow data changes {asked}")
         return True
 
     # Only the workloads that read a changed key (all of them when which keys changed is
@@ -293,7 +448,7 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
     # dependent that already restarted for it clears that mark instead of restarting.
     change_id, begin = decisions.change_id(metadata, current)
     if begin and targets:
-        api.patch_source(kind, namespace, name, decisions.begin_change_patch(change_id, current))
+        begin_change(context, source, change_id, current)
 
     # One patch per distinct set of keys read and window: most dependents share one.
     def patch_key(dependent: tuple[str, str]) -> tuple[KeyNames, windows.WindowRequest]:

@@ -76,6 +76,13 @@ API_ERRORS = Counter(
     "HTTP status (0: no answer). 404 and 409 are expected answers and not counted.",
     ["verb", "code"],
 )
+SOURCE_PATCH_ERRORS = Counter(
+    "restarter_source_patch_errors_total",
+    "Patches of a Secret or ConfigMap (its checksum, key digests or change annotation) "
+    "that the API refused or did not answer, by source kind and HTTP status (0: no "
+    "answer). Each is also a Warning Event on the source.",
+    ["kind", "status"],
+)
 LEADER = Gauge(
     "restarter_leader",
     "1 while this replica is the one acting (holds the Lease or runs alone), else 0.",

@@ -1,0 +1,358 @@
+"""Large sources: what restarter records stays small, precision degrades in steps (per key,
+per bucket, the checksum only) with a Warning where it is lost, and a refused patch of a
+source is a Warning Event and a metric, never only a log line, and never a loop.
+
+``reconcile_source`` runs against an API that records (or refuses) patches; Events are
+recorded where kopf would queue them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+from prometheus_client import REGISTRY
+
+from restarter.cluster.reference_map import ReferenceMap, references_of
+from restarter.model import decisions, keys
+from restarter.model.checksums import (
+    BUCKETS,
+    BucketDigests,
+    KeyDigests,
+    bucket_of,
+    checksum,
+    key_digests,
+    new_salt,
+    read_key_digests,
+)
+from restarter.restarting import posting, stamping
+from restarter.runtime.settings import Settings
+
+NOW = dt.datetime(2025, 1, 1, 10, 0, tzinfo=dt.UTC)
+SALT = new_salt(b"\x07" * 16)
+#: 1 000 keys: their digests per key take about 35 KB, so they are kept per bucket.
+BIG = {f"key-{i:04}": "MQ==" for i in range(1000)}
+
+Refuse = Callable[[dict[str, Any]], ApiException | None]
+
+
+def refusal(status: int, message: str) -> ApiException:
+    error = ApiException(status=status, reason="Unprocessable Entity")
+    error.body = json.dumps({"kind": "Status", "message": message, "code": status})
+    return error
+
+
+class SourceApi:
+    """Records every source patch (or refuses those ``refuse`` says), and stamps."""
+
+    def __init__(self, refuse: Refuse | None = None) -> None:
+        self.refuse = refuse
+        self.source_patches: list[dict[str, Any]] = []
+        self.refused: list[dict[str, Any]] = []
+        self.stamped: dict[str, dict[str, Any]] = {}
+
+    def patch_source(self, kind: str, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        error = self.refuse(patch) if self.refuse else None
+        if error is not None:
+            self.refused.append(patch)
+            raise error
+        self.source_patches.append(patch)
+
+    def patch_workload(
+        self, plural: str, namespace: str, name: str, patch: dict[str, Any]
+    ) -> dict[str, Any]:
+        self.stamped[name] = patch
+        return {"metadata": {"name": name, "namespace": namespace, "annotations": {}}}
+
+    def post_object_event(self, obj: Any, event: dict[str, str]) -> None:
+        pass  # the stamped workloads' Events: not what these tests look at
+
+    def recorded(self) -> dict[str, Any]:
+        annotations: dict[str, Any] = self.source_patches[-1]["metadata"]["annotations"]
+        return annotations
+
+
+@pytest.fixture(autouse=True)
+def posted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str, str]]:
+    found: list[tuple[str, str, str, str]] = []
+
+    def event(obj: Any, *, type: str, reason: str, message: str) -> None:
+        found.append((obj["metadata"]["name"], type, reason, message))
+
+    monkeypatch.setattr(posting, "event", event)
+    monkeypatch.setattr(
+        posting,
+        "warn",
+        lambda obj, *, reason, message: event(obj, type="Warning", reason=reason, message=message),
+    )
+    return found
+
+
+def warnings(posted: list[tuple[str, str, str, str]]) -> dict[str, str]:
+    return {reason: message for name, kind, reason, message in posted if kind == "Warning"}
+
+
+def readers(*reads: tuple[str, str | None]) -> ReferenceMap:
+    """Deployments of Secret big: (name, the one key it reads, or None: envFrom)."""
+    reference_map = ReferenceMap()
+    for name, key in reads:
+        if key is None:
+            container: dict[str, Any] = {"envFrom": [{"secretRef": {"name": "big"}}]}
+        else:
+            ref = {"secretKeyRef": {"name": "big", "key": key}}
+            container = {"env": [{"name": "V", "valueFrom": ref}]}
+        pod_spec = {"containers": [{"name": "app", **container}]}
+        body = {"metadata": {"name": name}, "spec": {"template": {"spec": pod_spec}}}
+        reference_map.apply("ADDED", "deployments", "ns", name, references_of(body))
+    return reference_map
+
+
+def source(data: dict[str, str], annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    metadata = {
+        "name": "big",
+        "namespace": "ns",
+        "resourceVersion": "812",
+        "labels": {keys.RESTART_AT_LABEL: "03.00"},
+        "annotations": annotations or {},
+    }
+    return {"metadata": metadata, "data": data}
+
+
+def recorded_for(data: dict[str, str]) -> dict[str, str]:
+    """What restarter records on a source of ``data`` (the digests in the form that fits)."""
+    whole = checksum(data)
+    digests = decisions.key_change(source(data), whole, SALT).record
+    assert digests is not None
+    return {keys.CHECKSUM: whole, keys.KEY_DIGESTS: digests.to_annotation()}
+
+
+def reconcile(
+    body: dict[str, Any],
+    api: SourceApi,
+    reference_map: ReferenceMap | None = None,
+    seen: dict[tuple[str, str, str], str] | None = None,
+) -> bool:
+    context = stamping.SourceContext(
+        "secret",
+        Settings(),
+        api,  # type: ignore[arg-type]
+        reference_map or readers(),
+        threading.Event(),
+        {} if seen is None else seen,
+        logging.getLogger(__name__),
+    )
+    return stamping.reconcile_source(context, body, NOW)
+
+
+def patch_errors(status: str) -> float:
+    labels = {"kind": "Secret", "status": status}
+    return REGISTRY.get_sample_value("restarter_source_patch_errors_total", labels) or 0.0
+
+
+def other_bucket_key(changed: str) -> str:
+    return next(k for k in BIG if bucket_of(SALT, k, BUCKETS) != bucket_of(SALT, changed, BUCKETS))
+
+
+# --- what is recorded -----------------------------------------------------------------------
+
+
+def test_first_sight_of_many_keys_records_digests_per_bucket_in_a_few_kib() -> None:
+    api = SourceApi()
+    assert reconcile(source(BIG), api)
+    recorded = api.recorded()
+    digests = read_key_digests(recorded[keys.KEY_DIGESTS])
+    assert isinstance(digests, BucketDigests) and digests.checksum == checksum(BIG)
+    written = {key: value for key, value in recorded.items() if value is not None}
+    assert decisions.annotation_bytes(written) < 3 * 1024
+    assert decisions.key_digests_current(source(BIG, written), checksum(BIG))
+
+
+def test_a_few_keys_keep_their_digests_per_key() -> None:
+    api = SourceApi()
+    assert reconcile(source({"a": "MQ==", "b": "Mg=="}), api)
+    assert isinstance(read_key_digests(api.recorded()[keys.KEY_DIGESTS]), KeyDigests)
+
+
+def test_per_key_digests_past_the_budget_are_recorded_again_per_bucket_restarting_nothing(
+    posted: list[tuple[str, str, str, str]],
+) -> None:
+    """A source recorded per key before digests were kept per bucket (35 KB here, 165 KB
+    for a user's source): its next event records the same data in a few KiB."""
+    old = {
+        keys.CHECKSUM: checksum(BIG),
+        keys.KEY_DIGESTS: key_digests(BIG, None, SALT).to_annotation(),
+    }
+    assert len(old[keys.KEY_DIGESTS]) > 30_000
+    assert not decisions.key_digests_current(source(BIG, old), checksum(BIG))
+    api = SourceApi()
+    assert reconcile(source(BIG, old), api, readers(("whole", None)))
+    assert api.stamped == {}
+    digests = read_key_digests(api.recorded()[keys.KEY_DIGESTS])
+    assert isinstance(digests, BucketDigests) and digests.salt == SALT  # the salt is kept
+    assert not warnings(posted)
+
+
+# --- what a change names and stamps ---------------------------------------------------------
+
+
+def test_a_change_by_bucket_stamps_the_readers_of_its_bucket_only_and_says_possibly(
+    posted: list[tuple[str, str, str, str]],
+) -> None:
+    changed = "key-0007"
+    unrelated = other_bucket_key(changed)
+    api = SourceApi()
+    reference_map = readers(("reads-changed", changed), ("reads-other", unrelated), ("whole", None))
+    new = {**BIG, changed: "eA=="}
+    assert reconcile(source(new, recorded_for(BIG)), api, reference_map)
+    assert set(api.stamped) == {"reads-changed", "whole"}
+    mark = json.loads(api.stamped["reads-changed"]["metadata"]["annotations"][
+        keys.window_key("secret", "big")
+    ])  # fmt: skip
+    assert mark["keys"] == [changed]
+    [detected] = [m for _, _, reason, m in posted if reason == "ChangeDetected"]
+    assert f"data changed (possibly keys {changed}" in detected or (
+        f"data changed (possibly key {changed}" in detected
+    )
+    assert f"1 of {BUCKETS} digest buckets changed" in detected
+    assert "1 read none of the changed keys" in detected
+    assert "eA==" not in detected and "MQ==" not in detected
+
+
+def test_a_change_recorded_per_key_still_names_exact_keys_when_the_data_grew() -> None:
+    """Digests recorded per key compare per key; the new record is per bucket."""
+    api = SourceApi()
+    small = {"a": "MQ==", "b": "Mg=="}
+    grown = {**small, "b": "Yg==", **BIG}
+    reference_map = readers(("reads-a", "a"), ("reads-b", "b"))
+    assert reconcile(source(grown, recorded_for(small)), api, reference_map)
+    assert set(api.stamped) == {"reads-b"}
+    assert isinstance(read_key_digests(api.recorded()[keys.KEY_DIGESTS]), BucketDigests)
+
+
+def test_an_event_names_at_most_twenty_keys() -> None:
+    described = stamping.describe_keys(frozenset(BIG))
+    assert described.startswith("keys key-0000, key-0001,")
+    assert described.endswith("key-0019 and 980 more")
+
+
+# --- no room: the checksum only, with a Warning ---------------------------------------------
+
+
+def full(room: int) -> dict[str, str]:
+    """Annotations of the source's own that leave ``room`` bytes of the apiserver's limit."""
+    return {
+        "example.com/notes": "x" * (decisions.ANNOTATIONS_LIMIT - len("example.com/notes") - room)
+    }
+
+
+def test_no_room_for_digests_records_the_checksum_only_with_a_warning_and_stamps_all_next(
+    posted: list[tuple[str, str, str, str]],
+) -> None:
+    api = SourceApi()
+    seen: dict[tuple[str, str, str], str] = {}
+    own = full(2500)  # less than digests per bucket need, with the margin
+    assert reconcile(source(BIG, own), api, seen=seen)
+    recorded = api.recorded()
+    assert recorded == {keys.CHECKSUM: checksum(BIG), keys.CHANGE: None, keys.KEY_DIGESTS: None}
+    message = warnings(posted)["KeyDigestsNotRecorded"]
+    assert "recorded the checksum only" in message and "whichever keys it reads" in message
+    assert f"of the {decisions.ANNOTATIONS_LIMIT} the API allows" in message
+
+    # The next change: which keys is unknown, so every reader is stamped.
+    posted.clear()
+    api = SourceApi()
+    reference_map = readers(
+        ("reads-changed", "key-0007"), ("reads-other", other_bucket_key("key-0007"))
+    )
+    new = {**BIG, "key-0007": "eA=="}
+    assert reconcile(source(new, {**own, keys.CHECKSUM: checksum(BIG)}), api, reference_map, seen)
+    assert set(api.stamped) == {"reads-changed", "reads-other"}
+    assert "changed keys unknown" in next(m for _, _, r, m in posted if r == "ChangeDetected")
+
+
+def test_the_room_counts_the_sources_own_annotations_not_restarters() -> None:
+    own = {"a.example/x": "y" * 1000}
+    stale = {keys.KEY_DIGESTS: "z" * 200_000, keys.CHANGE: "1 sha256:0", keys.CHECKSUM: "c"}
+    room = decisions.digests_room({"annotations": {**own, **stale}}, checksum(BIG))
+    assert room == decisions.digests_room({"annotations": own}, checksum(BIG))
+    assert room > 250_000
+
+
+# --- refusals: a Warning and a metric, no loop ----------------------------------------------
+
+
+def refuse_digests(patch: dict[str, Any]) -> ApiException | None:
+    if patch["metadata"]["annotations"].get(keys.KEY_DIGESTS):
+        return refusal(422, 'Secret "big" is invalid: metadata.annotations: Too long')
+    return None
+
+
+def test_refused_digests_are_dropped_and_the_checksum_recorded_alone(
+    posted: list[tuple[str, str, str, str]],
+) -> None:
+    before = patch_errors("422")
+    api = SourceApi(refuse_digests)
+    assert reconcile(source(BIG), api)
+    assert api.recorded() == {
+        keys.CHECKSUM: checksum(BIG),
+        keys.CHANGE: None,
+        keys.KEY_DIGESTS: None,
+    }
+    message = warnings(posted)["KeyDigestsNotRecorded"]
+    assert "the API refused restarter's key digests (HTTP 422" in message
+    assert "metadata.annotations: Too long" in message
+    assert patch_errors("422") == before + 1
+
+
+@pytest.mark.parametrize(
+    ("recorded", "says"),
+    [
+        pytest.param(False, "one made while it is not running is missed", id="first-sight"),
+        pytest.param(True, "sees it again when it next starts", id="change"),
+    ],
+)
+def test_a_refused_checksum_is_a_warning_and_a_metric_and_is_not_sent_again(
+    recorded: bool, says: str, posted: list[tuple[str, str, str, str]]
+) -> None:
+    before = patch_errors("422")
+    api = SourceApi(lambda patch: refusal(422, "metadata.annotations: Too long"))
+    seen: dict[tuple[str, str, str], str] = {}
+    new = {**BIG, "key-0007": "eA=="}
+    body = source(new, recorded_for(BIG)) if recorded else source(BIG)
+    # True: the caller does not try again (the same patch would be refused again).
+    assert reconcile(body, api, readers(("reads-changed", "key-0007")), seen)
+    assert api.source_patches == []
+    found = warnings(posted)
+    assert says in found["ChecksumNotRecorded"]
+    assert "HTTP 422" in found["ChecksumNotRecorded"]
+    if recorded:
+        # The change annotation was refused too (its own Warning); the stamp landed anyway.
+        assert "ChangeNotRecorded" in found
+        assert set(api.stamped) == {"reads-changed"}
+    refused = len(api.refused)
+    assert patch_errors("422") == before + refused
+    # Remembered for this run: the same data is already seen, nothing is sent again.
+    context_seen = seen[("secret", "ns", "big")]
+    assert context_seen == checksum(new if recorded else BIG)
+
+
+def test_no_answer_counts_as_status_0_and_the_warning_never_echoes_the_checksum(
+    posted: list[tuple[str, str, str, str]],
+) -> None:
+    whole = checksum(BIG).removeprefix("sha256:")
+    before = patch_errors("0"), patch_errors("403")
+    answers = iter(
+        [refusal(403, f"denied: checksum {whole} not allowed"), TimeoutError("read timed out")]
+    )
+    api = SourceApi(lambda patch: next(answers))
+    assert reconcile(source(BIG), api)
+    message = warnings(posted)["ChecksumNotRecorded"]
+    assert "no answer: TimeoutError" in message
+    assert (patch_errors("0"), patch_errors("403")) == (before[0] + 1, before[1] + 1)
+    assert not any(whole in m for _, _, _, m in posted)
