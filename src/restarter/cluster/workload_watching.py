@@ -26,6 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from restarter.cluster.reference_map import ReferenceMap, uses_of
+from restarter.model import bodies
 from restarter.model.optin import OptIn
 from restarter.model.references import (
     APPS_KINDS,
@@ -102,6 +103,10 @@ class ListWatch:
         """One watch event (ADDED, MODIFIED or DELETED)."""
         raise NotImplementedError
 
+    def decode_event(self, line: str) -> dict[str, Any]:
+        """One line of the watch as plain dicts."""
+        return dict(json.loads(line))
+
     def run(self) -> None:
         resource_version: str | None = None
         delay = RETRY_DELAY
@@ -173,7 +178,7 @@ class ListWatch:
             raise
         try:
             # In sync already: a watch starts only after a listing or an unbroken watch.
-            for event in _events(response):
+            for event in _events(response, self.decode_event):
                 kind, body = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
                     if body.get("code") == 410:
@@ -227,6 +232,10 @@ class Stream(ListWatch):
     def template_source(self, body: dict[str, Any]) -> dict[str, Any]:
         """The body whose pod template the workload runs: its own."""
         return body
+
+    def decode_event(self, line: str) -> dict[str, Any]:
+        # Only the fields restarter reads become objects (model/bodies.py).
+        return bodies.decode_watch_event(line)
 
     def take(self, item: dict[str, Any], listing: dict[tuple[str, str], Any]) -> None:
         metadata = item["metadata"]
@@ -341,10 +350,10 @@ class RolloutStream(Stream):
         return with_template(body, self.api.read_workload("deployments", namespace, deployment))
 
 
-def _events(response: Any) -> Iterator[dict[str, Any]]:
+def _events(response: Any, decode: Callable[[str], dict[str, Any]]) -> Iterator[dict[str, Any]]:
     for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
         if line:
-            yield json.loads(line)
+            yield decode(line)
 
 
 def _describe(error: Exception) -> str:
