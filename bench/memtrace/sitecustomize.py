@@ -1,17 +1,29 @@
 """Imported at start-up by an operator run with ``bench/memtrace`` on PYTHONPATH.
 
-With ``BENCH_TRACEMALLOC=<file>`` set, traces Python allocations and, on SIGUSR1, writes
-the biggest live ones (by call stack and by file) to that file. Slow: profiling only.
+- ``BENCH_TRACEMALLOC=<file>``: traces Python allocations and, on SIGUSR1, writes the
+  biggest live ones (by call stack and by file) to that file. Slow: profiling only.
+- ``BENCH_MEMRAY=<file>``: memray tracks every allocation (Python and native) and writes,
+  when the process exits, the allocations live at its high-water mark (memray's
+  aggregated format: ``memray flamegraph`` or ``memray tree`` of that file).
+- ``BENCH_SAMPLE=<file>``: every 0.5 s, one line of RSS, Python's allocated blocks and
+  threads, so the peak can be placed in time against the harness's phases.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
+import sys
+import threading
+import time
 import tracemalloc
 from types import FrameType
 
 OUTPUT = os.environ.get("BENCH_TRACEMALLOC")
+MEMRAY = os.environ.get("BENCH_MEMRAY")
+SAMPLE = os.environ.get("BENCH_SAMPLE")
+SAMPLE_INTERVAL = 0.5
 
 
 def _dump(signum: int, frame: FrameType | None) -> None:
@@ -30,6 +42,37 @@ def _dump(signum: int, frame: FrameType | None) -> None:
         out.write("\n## end\n")
 
 
+def _rss_kib() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _sample(path: str) -> None:
+    with open(path, "w", buffering=1) as out:
+        out.write("epoch\trss_mb\tallocated_blocks\tthreads\n")
+        while True:
+            out.write(
+                f"{time.time():.2f}\t{_rss_kib() / 1024:.1f}\t{sys.getallocatedblocks()}\t"
+                f"{threading.active_count()}\n"
+            )
+            time.sleep(SAMPLE_INTERVAL)
+
+
 if OUTPUT:
     tracemalloc.start(16)
     signal.signal(signal.SIGUSR1, _dump)
+
+if MEMRAY:
+    import memray
+
+    _tracker = memray.Tracker(
+        MEMRAY, file_format=memray.FileFormat.AGGREGATED_ALLOCATIONS, native_traces=False
+    )
+    _tracker.__enter__()
+    atexit.register(lambda: _tracker.__exit__(None, None, None))
+
+if SAMPLE:
+    threading.Thread(target=_sample, args=(SAMPLE,), name="bench-sample", daemon=True).start()
