@@ -6,7 +6,8 @@
   when the process exits, the allocations live at its high-water mark (memray's
   aggregated format: ``memray flamegraph`` or ``memray tree`` of that file).
 - ``BENCH_SAMPLE=<file>``: every 0.5 s, one line of RSS, Python's allocated blocks and
-  threads, so the peak can be placed in time against the harness's phases.
+  threads, so the peak can be placed in time against the harness's phases (``%p`` in the
+  name becomes the process id: one file per operator run).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from types import FrameType
 
 OUTPUT = os.environ.get("BENCH_TRACEMALLOC")
 MEMRAY = os.environ.get("BENCH_MEMRAY")
-SAMPLE = os.environ.get("BENCH_SAMPLE")
+SAMPLE = os.environ.get("BENCH_SAMPLE", "").replace("%p", str(os.getpid()))
 SAMPLE_INTERVAL = 0.5
 
 
