@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
+import queue
+import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
@@ -35,8 +39,32 @@ ATTEMPTS = 4
 #: when to come back (Retry-After), and giving up would leave a stamp or restart undone.
 THROTTLED_ATTEMPTS = 12
 MAX_DELAY = 10.0
-#: (connect, read) seconds: a half-open connection must not hold a worker thread forever.
-REQUEST_TIMEOUT = (5, 30)
+#: Seconds to open a connection (TCP and TLS): milliseconds to a live apiserver.
+CONNECT_TIMEOUT = 5.0
+#: (connect, read) seconds of a request's first attempt (one object's GET or PATCH, an
+#: Event, a page of a list). Kubernetes' own SLO puts the 99th percentile of single-object
+#: calls under 1 s; a pooled connection that died silently while idle (a load balancer's
+#: idle timeout, an apiserver restarted behind a virtual IP, a stuck forwarder) never
+#: answers, and must cost a few seconds, not half a minute (it did: a stamp 30 s late).
+FIRST_TIMEOUT = (CONNECT_TIMEOUT, 5.0)
+#: (connect, read) seconds of every retry, on a fresh connection. API Priority and Fairness
+#: may keep a request queued for up to a quarter of kube-apiserver's 60 s request timeout
+#: (15 s) before it answers 429: a retry waits that out and the request's own time, so a
+#: busy apiserver that held the first attempt past 5 s is not abandoned a second time.
+REQUEST_TIMEOUT = (CONNECT_TIMEOUT, 20.0)
+#: Timeout = (connect, read) seconds, as ``_request_timeout`` takes them.
+Timeout = tuple[float, float]
+#: TCP keepalive and user timeout on every connection to the apiserver (watches included).
+#: An idle connection is probed after KEEPALIVE_IDLE seconds: well inside the idle cut-offs
+#: on the way (kube-apiserver's 90 s, cloud load balancers' 4 to 6 min, NAT tables), so none
+#: of them drops it for idleness. A peer that stopped answering is given up after
+#: KEEPALIVE_INTERVAL * KEEPALIVE_PROBES more seconds (30 s in all): a watch on a dead
+#: connection fails and is opened again instead of waiting out its read timeout (minutes).
+KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_PROBES = 15, 5, 3
+#: Bytes sent and not acknowledged for this long (a dead route while a request goes out)
+#: fail the connection; with keepalive on, Linux also ends the probing by it. A busy
+#: apiserver still acknowledges what it receives, so a merely queued request never trips it.
+USER_TIMEOUT_MS = 30_000
 #: HTTP connections kept open: one per kopf worker thread (main.py, max_workers) and the
 #: stamping pool, so parallel requests reuse connections instead of new TLS handshakes.
 POOL_SIZE = 24
@@ -60,9 +88,65 @@ def load_client() -> kubernetes.client.ApiClient:
         kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
     except kubernetes.config.ConfigException:
         kubernetes.config.load_kube_config()  # type: ignore[no-untyped-call]
-    configuration = kubernetes.client.Configuration.get_default_copy()
+    return client_for(kubernetes.client.Configuration.get_default_copy())
+
+
+def client_for(configuration: kubernetes.client.Configuration) -> kubernetes.client.ApiClient:
+    """A client of ``configuration``'s apiserver with restarter's pool, sockets and retries."""
     configuration.connection_pool_maxsize = POOL_SIZE
-    return kubernetes.client.ApiClient(configuration)
+    configuration.socket_options = socket_options()
+    # urllib3's own retries (3 by default) would try an idempotent GET again on the next
+    # pooled connection, dead as well, silently and before ``retrying`` could close them:
+    # every retry is ``retrying``'s, logged and on a fresh connection.
+    configuration.retries = False
+    client = kubernetes.client.ApiClient(configuration)
+    _POOLS.add(client.rest_client.pool_manager)
+    return client
+
+
+def socket_options() -> list[tuple[int, int, int]]:
+    """urllib3's defaults (no Nagle) plus keepalive and the user timeout, where defined."""
+    options = list(urllib3.connection.HTTPConnection.default_socket_options)
+    options.append((socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
+    for name, value in (
+        ("TCP_KEEPIDLE", KEEPALIVE_IDLE),
+        ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL),
+        ("TCP_KEEPCNT", KEEPALIVE_PROBES),
+        ("TCP_USER_TIMEOUT", USER_TIMEOUT_MS),
+    ):
+        if hasattr(socket, name):  # Linux has all four; a developer's macOS may not
+            options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    return options
+
+
+#: The connection pools of the clients ``client_for`` made.
+_POOLS: weakref.WeakSet[urllib3.PoolManager] = weakref.WeakSet()
+
+
+def close_idle_connections() -> None:
+    """Close every connection waiting in the pools; the next requests open new ones.
+
+    Called when a request got no answer: the connections idle beside it went through the
+    same event (a forwarder or load balancer that lost them, an apiserver gone) and a
+    retry that took the next one would wait out its timeout again. A new connection costs
+    one TLS handshake; connections in use (watches, requests in flight) are left alone.
+    """
+    for manager in list(_POOLS):
+        for key in list(manager.pools.keys()):
+            pool = manager.pools.get(key)
+            idle = getattr(pool, "pool", None)  # its LIFO queue of connections (None: closed)
+            if idle is None:
+                continue
+            taken = []
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    taken.append(idle.get(block=False))
+            for connection in taken:
+                if connection is not None:
+                    connection.close()
+                # An empty slot: the pool opens a connection when it hands it out.
+                with contextlib.suppress(queue.Full):
+                    idle.put(None, block=False)
 
 
 #: Answers that are outcomes, not errors: gone (404), changed meanwhile (409).
@@ -118,14 +202,22 @@ def _retry_after(error: ApiException) -> float:
 
 
 def retrying(call: Callable[[], T], verb: str) -> T:
-    """Retry transient failures (throttling, 5xx, dropped connections) with back-off."""
+    """Retry transient failures (throttling, 5xx, dropped connections) with back-off; the
+    call sets its own timeout."""
+    return retrying_timed(lambda _timeout: call(), verb)
+
+
+def retrying_timed(call: Callable[[Timeout], T], verb: str) -> T:
+    """``retrying``, handing the call its attempt's timeout: ``FIRST_TIMEOUT``, then
+    ``REQUEST_TIMEOUT``. A request without an answer closes the idle pooled connections
+    first, so its retry goes out on a new one."""
     attempt = 0
     while True:
         attempt += 1
         delay = min(MAX_DELAY, 0.25 * 2**attempt)
         try:
             with CONCURRENCY:
-                result = call()
+                result = call(FIRST_TIMEOUT if attempt == 1 else REQUEST_TIMEOUT)
             CONCURRENCY.answered(throttled=False)
             return result
         except ApiException as error:
@@ -141,6 +233,7 @@ def retrying(call: Callable[[], T], verb: str) -> T:
             log.log(level, f"{verb}: API error {error.status} {error.reason}; {_again(delay)}")
         except urllib3.exceptions.HTTPError as error:
             count_error(verb, error)
+            close_idle_connections()
             if attempt >= ATTEMPTS:
                 raise
             # A request that got no answer (a timeout, a dropped connection) held its
@@ -238,9 +331,9 @@ class Api:
             "lastTimestamp": now,
             "count": 1,
         }
-        retrying(
-            lambda: self._core.create_namespaced_event(
-                namespace, body, _request_timeout=REQUEST_TIMEOUT
+        retrying_timed(
+            lambda timeout: self._core.create_namespaced_event(
+                namespace, body, _request_timeout=timeout
             ),
             "create",
         )
@@ -283,9 +376,9 @@ class Api:
 
     def _read(self, method: Callable[..., Any], namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            found = retrying(
-                lambda: method(
-                    name, namespace, _request_timeout=REQUEST_TIMEOUT, _preload_content=False
+            found = retrying_timed(
+                lambda timeout: method(
+                    name, namespace, _request_timeout=timeout, _preload_content=False
                 ),
                 "get",
             )
@@ -295,18 +388,20 @@ class Api:
             raise
         return self._plain(found)
 
-    def _list_workloads(self, plural: str, namespaces: tuple[str, ...]) -> list[Any]:
+    def _list_workloads(
+        self, plural: str, namespaces: tuple[str, ...], timeout: Timeout
+    ) -> list[Any]:
         return [
-            self._lister(plural, namespace)(
-                _request_timeout=REQUEST_TIMEOUT, _preload_content=False
-            )
+            self._lister(plural, namespace)(_request_timeout=timeout, _preload_content=False)
             for namespace in namespaces or (None,)
         ]
 
     def list_workloads(self, plural: str, namespace: str | None) -> list[dict[str, Any]]:
         """Every workload of a kind in ``namespace`` (None: every namespace), as plain dicts."""
         namespaces = (namespace,) if namespace else ()
-        listings = retrying(lambda: self._list_workloads(plural, namespaces), "list")
+        listings = retrying_timed(
+            lambda timeout: self._list_workloads(plural, namespaces, timeout), "list"
+        )
         return [item for listing in listings for item in self._plain(listing).get("items", [])]
 
     def list_page(
@@ -315,8 +410,11 @@ class Api:
         """One page of a consistent (etcd) list of a workload kind; raises 410 when the
         continue token has expired."""
         options = _page_options(continue_token, limit)
-        response = retrying(
-            lambda: self._lister(plural, namespace)(**options, _preload_content=False), "list"
+        response = retrying_timed(
+            lambda timeout: self._lister(plural, namespace)(
+                **options, _request_timeout=timeout, _preload_content=False
+            ),
+            "list",
         )
         return self._plain(response)
 
@@ -330,8 +428,11 @@ class Api:
     def list_namespaces(self, continue_token: str | None, limit: int) -> dict[str, Any]:
         """One page of a consistent list of Namespaces."""
         options = _page_options(continue_token, limit)
-        response = retrying(
-            lambda: self._core.list_namespace(**options, _preload_content=False), "list"
+        response = retrying_timed(
+            lambda timeout: self._core.list_namespace(
+                **options, _request_timeout=timeout, _preload_content=False
+            ),
+            "list",
         )
         return self._plain(response)
 
@@ -349,11 +450,11 @@ class Api:
             lister = self._lister(resource, namespace)
         else:
             lister = self._source_lister(resource, namespace)
-        response = retrying(
-            lambda: lister(
+        response = retrying_timed(
+            lambda timeout: lister(
                 label_selector=label,
                 _headers=METADATA_LIST,
-                _request_timeout=REQUEST_TIMEOUT,
+                _request_timeout=timeout,
                 _preload_content=False,
             ),
             "list",
@@ -367,8 +468,11 @@ class Api:
         labels, annotations, resourceVersion: never data)."""
         options = _page_options(continue_token, limit)
         lister = self._source_lister(kind, namespace)
-        response = retrying(
-            lambda: lister(**options, _headers=METADATA_LIST, _preload_content=False), "list"
+        response = retrying_timed(
+            lambda timeout: lister(
+                **options, _headers=METADATA_LIST, _request_timeout=timeout, _preload_content=False
+            ),
+            "list",
         )
         return self._plain(response)
 
@@ -414,13 +518,13 @@ class Api:
         content_type: str = MERGE_PATCH,
     ) -> dict[str, Any] | None:
         try:
-            result = retrying(
-                lambda: method(
+            result = retrying_timed(
+                lambda timeout: method(
                     name,
                     namespace,
                     patch,
                     _content_type=content_type,
-                    _request_timeout=REQUEST_TIMEOUT,
+                    _request_timeout=timeout,
                     _preload_content=False,
                 ),
                 "patch",
@@ -436,7 +540,7 @@ class Api:
 
 def _page_options(continue_token: str | None, limit: int) -> dict[str, Any]:
     """The options of one page of a consistent list."""
-    options: dict[str, Any] = {"limit": limit, "_request_timeout": REQUEST_TIMEOUT}
+    options: dict[str, Any] = {"limit": limit}
     if continue_token:
         options["_continue"] = continue_token
     return options
@@ -449,7 +553,9 @@ def _watch_options(resource_version: str, timeout: int) -> dict[str, Any]:
         "resource_version": resource_version,
         "allow_watch_bookmarks": True,
         "timeout_seconds": timeout,
-        "_request_timeout": (REQUEST_TIMEOUT[0], timeout + 30),
+        # The server ends the watch after ``timeout``; the long read timeout only catches
+        # one that never ends. A dead peer is noticed sooner, by keepalive (socket_options).
+        "_request_timeout": (CONNECT_TIMEOUT, timeout + 30),
         "_preload_content": False,
     }
 

@@ -16,7 +16,7 @@ from restarter.model.references import WORKLOAD_APIS, WORKLOAD_KINDS
 from restarter.runtime import leadership, metrics
 from restarter.runtime import settings as settings_module
 from restarter.runtime.handlers import build_registry
-from restarter.runtime.kube import Api, load_client
+from restarter.runtime.kube import CONNECT_TIMEOUT, Api, load_client
 from restarter.runtime.settings import Settings, SettingsError
 
 #: The subcommands (the first word only), as ``restarter --help`` lists them.
@@ -50,6 +50,19 @@ def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
     # Threads for sync handlers and, through the default executor, for the blocking calls
     # of the async ones (handlers.share_threads): restarts and stamps in parallel.
     operator.execution.max_workers = 16
+    # kopf's own requests (aiohttp). Its default is 300 s for a whole request and no limit
+    # on connecting: a request on a connection that died silently would wait 5 min. 30 s
+    # covers API Priority and Fairness' longest queueing (15 s) and a page of a list;
+    # aiohttp closes connections idle over 15 s, which keeps such deaths rare.
+    operator.networking.connect_timeout = CONNECT_TIMEOUT
+    operator.networking.request_timeout = 30
+    # Its watches: the apiserver ends each after 5 min (as restarter's own, instead of a
+    # random 30 to 60 min), and kopf gives one up 30 s after that if its end never came.
+    # A watch silent for longer than kopf's inactivity_timeout (70 s; bookmarks come every
+    # minute) is opened again, which is how a dead one is noticed.
+    operator.watching.connect_timeout = CONNECT_TIMEOUT
+    operator.watching.server_timeout = 300
+    operator.watching.client_timeout = 330
     return operator
 
 
