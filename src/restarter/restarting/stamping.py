@@ -154,9 +154,11 @@ def describe_keys(changed: checksums.ChangedKeys) -> str:
         buckets = f"{len(changed.buckets)} of {changed.count} digest buckets changed"
         if not changed.present:
             return f"{buckets}, holding no key now: a key was removed, its name is not known"
+        # The buckets first: an Event's message is cut at 1 024 characters, and key names
+        # may be 253 long.
         return (
-            f"possibly {_key_names(changed.present)}: {buckets}, "
-            "and which of their keys changed cannot be told"
+            f"{buckets}, and which of their keys changed cannot be told: "
+            f"possibly {_key_names(changed.present)}"
         )
     if isinstance(changed, checksums.PossiblyChanged):
         return f"possibly {_key_names(changed)}, in a changed digest bucket"
@@ -232,7 +234,8 @@ def record(
         patch = decisions.checksum_patch(current, digests, drop_digests=True)
         api.patch_source(kind, namespace, name, patch)
     except Exception as error:
-        refusal = _refused(context, error, current, "the checksum and key digests")
+        sent = "the checksum" if digests is None else "the checksum and key digests"
+        refusal = _refused(context, error, current, sent)
         if digests is None:
             context.poster.warn(
                 source, reason="ChecksumNotRecorded", message=_not_recorded(change, what, refusal)
