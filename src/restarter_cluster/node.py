@@ -47,6 +47,13 @@ POD_PLACEMENT = {
 POD_SUBNET = "10.89.0.0/24"
 NODE_IP = "10.89.0.1"
 BRIDGE = "cni0"
+#: The bridge's own MAC (locally administered; then NODE_IP in hex), set once. Without it
+#: the bridge takes the lowest MAC among its ports and changes it as pods come and go: a
+#: pod that learnt the gateway's MAC keeps sending to the old one, whose frames are dropped
+#: (its port is gone, or it is another port's and not this host's) until the pod's ARP
+#: entry expires, 90 s measured in which every connection of the pod stood silent. The CNI
+#: bridge plugin sets it when it adds the gateway address, which this node adds itself.
+BRIDGE_MAC = "02:00:0a:59:00:01"
 #: The kubernetes Service's port, as the apiserver publishes it.
 SERVICE_PORT = 443
 COMPONENTS = ("node-proxy", "containerd", "kubelet")
@@ -193,6 +200,7 @@ class RealNode:
             ["ip", "-n", self.netns, "link", "set", "lo", "up"],
             ["ip", "-n", self.netns, "addr", "add", f"{pki.SERVICE_IP}/32", "dev", "lo"],
             ["ip", "-n", self.netns, "link", "add", BRIDGE, "type", "bridge"],
+            ["ip", "-n", self.netns, "link", "set", BRIDGE, "address", BRIDGE_MAC],
             ["ip", "-n", self.netns, "addr", "add", f"{NODE_IP}/{prefix}", "dev", BRIDGE],
             ["ip", "-n", self.netns, "link", "set", BRIDGE, "up"],
         ):
