@@ -173,7 +173,7 @@ BODIES = {
 
 def _both(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     raw = json.dumps(body).encode()
-    return bodies.decode_workload(raw), json.loads(raw)
+    return bodies.decode_object(raw), json.loads(raw)
 
 
 def _within(slim: Any, full: Any, path: str = "") -> None:
@@ -256,7 +256,7 @@ def test_a_list_keeps_its_continue_token() -> None:
         "metadata": {"resourceVersion": "55", "continue": "token"},
         "items": [deployment()],
     }
-    decoded = bodies.decode_workload_list(json.dumps(listing))
+    decoded = bodies.decode_list(json.dumps(listing))
     assert decoded["metadata"] == {"resourceVersion": "55", "continue": "token"}
     assert decoded["items"][0]["metadata"]["name"] == "web"
 
@@ -264,4 +264,4 @@ def test_a_list_keeps_its_continue_token() -> None:
 def test_a_body_the_types_do_not_fit_is_parsed_whole() -> None:
     odd = deployment()
     odd["spec"]["replicas"] = "three"  # a custom resource could carry anything
-    assert bodies.decode_workload(json.dumps(odd)) == odd
+    assert bodies.decode_object(json.dumps(odd)) == odd

@@ -2,7 +2,7 @@
 key, names the keys (never values), and an upgrade from restarter 0.x stamps nothing.
 
 ``reconcile_source`` runs against a recording API; Events are recorded where kopf would
-queue them.
+queue them (the source's) or the API would post them (each stamped workload's).
 """
 
 from __future__ import annotations
@@ -56,6 +56,14 @@ def posted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
         found.append((obj["metadata"]["name"], reason, message))
 
     monkeypatch.setattr(posting, "event", event)
+    # The stamping threads post each workload's Event through the API themselves.
+    monkeypatch.setattr(
+        posting.ApiPoster,
+        "event",
+        lambda self, obj, *, type, reason, message: event(
+            obj, type=type, reason=reason, message=message
+        ),
+    )
     monkeypatch.setattr(
         posting,
         "warn",

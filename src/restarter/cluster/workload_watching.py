@@ -15,7 +15,6 @@ Nothing here decides a restart: the map only answers "who uses this source".
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -104,8 +103,9 @@ class ListWatch:
         raise NotImplementedError
 
     def decode_event(self, line: str) -> dict[str, Any]:
-        """One line of the watch as plain dicts."""
-        return dict(json.loads(line))
+        """One line of the watch as plain dicts: only the fields restarter reads become
+        objects (model/bodies.py)."""
+        return bodies.decode_watch_event(line)
 
     def run(self) -> None:
         resource_version: str | None = None
@@ -232,10 +232,6 @@ class Stream(ListWatch):
     def template_source(self, body: dict[str, Any]) -> dict[str, Any]:
         """The body whose pod template the workload runs: its own."""
         return body
-
-    def decode_event(self, line: str) -> dict[str, Any]:
-        # Only the fields restarter reads become objects (model/bodies.py).
-        return bodies.decode_watch_event(line)
 
     def take(self, item: dict[str, Any], listing: dict[tuple[str, str], Any]) -> None:
         metadata = item["metadata"]

@@ -6,7 +6,7 @@ thousands of Python objects, for the few dozen fields restarter looks at. During
 fan-out to thousands of dependents every stamp's answer and every watch event is such a
 body: the burst of short-lived objects was most of the operator's peak memory and CPU.
 
-``decode_workload`` decodes only the fields below (msgspec skips every other one without
+``decode_object`` decodes only the fields below (msgspec skips every other one without
 building it) and returns them as the same plain dicts and lists a full parse would give,
 with absent fields absent, so every reader (``body.get("spec") or {}`` …) works unchanged.
 A field missing here is a field restarter cannot see: a new reader of a body adds its
@@ -168,8 +168,9 @@ class Metadata(Struct, **_SLIM):
 
 
 class Workload(Struct, **_SLIM):
-    """A Deployment, StatefulSet, DaemonSet or Rollout; also a watch's Status object
-    (``code``, ``reason``) and a bookmark (metadata only)."""
+    """A Deployment, StatefulSet, DaemonSet or Rollout; also any object read for its
+    metadata alone (a source's PartialObjectMetadata, a Namespace), a watch's Status
+    object (``code``, ``reason``) and a bookmark."""
 
     apiVersion: str | UnsetType = UNSET
     kind: str | UnsetType = UNSET
@@ -215,17 +216,16 @@ def _or_full(decode: Any, data: bytes | str) -> dict[str, Any]:
         return dict(json.loads(data))
 
 
-def decode_workload(data: bytes | str) -> dict[str, Any]:
+def decode_object(data: bytes | str) -> dict[str, Any]:
     """A workload body's fields that restarter reads, as plain dicts."""
     return _or_full(_workload.decode, data)
 
 
-def decode_workload_list(data: bytes | str) -> dict[str, Any]:
-    """A list of workloads (``metadata`` with ``continue`` and ``resourceVersion``,
-    ``items`` slim)."""
+def decode_list(data: bytes | str) -> dict[str, Any]:
+    """A list (``metadata`` with ``continue`` and ``resourceVersion``, ``items`` slim)."""
     return _or_full(_workload_list.decode, data)
 
 
 def decode_watch_event(data: bytes | str) -> dict[str, Any]:
-    """One line of a workload watch: ``type`` and the slim ``object``."""
+    """One line of a watch: ``type`` and the slim ``object``."""
     return _or_full(_watch_event.decode, data)

@@ -9,10 +9,10 @@ import json
 import logging
 import secrets
 import threading
-from collections.abc import AsyncIterator, Mapping, MutableMapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, MutableMapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from restarter.cluster.reference_map import ReferenceMap
 from restarter.model import checksums, decisions, keys, windows
@@ -364,6 +364,52 @@ def _reference(workload: Mapping[str, Any], token: str) -> dict[str, Any]:
     }
 
 
+#: What became of one stamp (``reconcile_source``).
+STAMPED, DONE_BEFORE, EVENT_LOST = "stamped", "done before", "event lost"
+#: Workloads named in a message at most; the rest are counted.
+NAMED = 50
+
+
+class Names:
+    """The workloads one outcome befell: counted all, named up to ``NAMED`` (a line or an
+    Event about 10 000 stamps names the first ones and counts the rest)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._names: list[str] = []
+
+    def add(self, name: str) -> None:
+        self.count += 1
+        if len(self._names) < NAMED:
+            self._names.append(name)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __str__(self) -> str:
+        more = self.count - len(self._names)
+        return ", ".join(sorted(self._names)) + (f" and {more} more" if more else "")
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def _bounded(call: Callable[[T], R], items: list[T], limit: int) -> Iterator[tuple[T, R]]:
+    """``call`` on each item in ``limit`` threads, never more than ``limit`` submitted and
+    unanswered: (item, result) pairs as they are answered."""
+    with ThreadPoolExecutor(max_workers=limit) as pool:
+        running: dict[Future[R], T] = {}
+        for item in items:
+            if len(running) >= limit:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    yield running.pop(future), future.result()
+            running[pool.submit(call, item)] = item
+        for future in as_completed(list(running)):
+            yield running.pop(future), future.result()
+
+
 def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.datetime) -> bool:
     """Stamp every dependent that reads a changed key first, record the checksum (and the
     per-key digests) second: a crash repeats, never loses.
@@ -462,50 +508,62 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
         for read, request in {patch_key(dependent) for dependent in targets}
     }
     token = keys.source_token(kind, name)
+    # The stamping threads post their Events themselves, one request each beside the
+    # stamp: nothing queues up behind a fan-out to thousands (kopf's queue is unbounded).
+    events = posting.ApiPoster(api)
 
-    def stamp(dependent: tuple[str, str]) -> dict[str, Any] | Exception | None:
+    def stamp(dependent: tuple[str, str]) -> str | Exception | None:
+        """Stamp one dependent and post its Event; what became of it (``STAMPED``,
+        ``DONE_BEFORE``, ``EVENT_LOST``), None if it is gone, or the stamp's error."""
+        plural, workload_name = dependent
         try:
-            patch = patches[patch_key(dependent)]
-            stamped = api.patch_workload(dependent[0], namespace, dependent[1], patch)
+            stamped = api.patch_workload(
+                plural, namespace, workload_name, patches[patch_key(dependent)]
+            )
         except Exception as error:  # one refused patch must not stop the others
             return error
-        # Only what the Event and the checks below read: a fan-out to thousands keeps
-        # no bodies until it ends.
-        return None if stamped is None else _reference(stamped, token)
-
-    # Stamps go out in parallel; all of them are answered before the checksum is recorded.
-    # Logs and Events stay in this thread: kopf's posting needs the handler's context.
-    with ThreadPoolExecutor(max_workers=STAMP_CONCURRENCY) as pool:
-        outcomes = list(pool.map(stamp, targets))
-    stamped, failed, done_before = [], [], []
-    for (plural, dependent), workload in zip(targets, outcomes, strict=True):
-        label = f"{WORKLOAD_KINDS[plural]} {dependent}"
-        if isinstance(workload, Exception):
-            logger.error(f"could not stamp {label}: {type(workload).__name__}")
-            failed.append(label)
-            continue
-        if workload is None:
-            continue  # deleted since the reference map saw it
-        annotations = workload.get("metadata", {}).get("annotations") or {}
+        if stamped is None:
+            return None  # deleted since the reference map saw it
+        reference = _reference(stamped, token)
+        annotations = reference["metadata"]["annotations"]
         if decisions.restarted_for(annotations).get(token) == change_id:
-            done_before.append(label)  # its timer clears the mark; nothing restarts
-            continue
-        stamped.append(label)
+            return DONE_BEFORE  # its timer clears the mark; nothing restarts
         metrics.STAMPED.labels(WORKLOAD_KINDS[plural]).inc()
-        asked_for = requests[plural, dependent]
+        asked_for = requests[dependent]
         when = next_restart(asked_for.window(), now, decisions.last_restart(annotations, now))
-        context.poster.event(
-            workload,
-            type="Normal",
-            reason="RestartScheduled",
-            message=f"{what} changed ({describe_keys(seen_keys[plural, dependent])}); "
-            f"restart scheduled in window {asked_for.describe()}{ORIGIN_NOTES[asked_for.origin]} "
-            f"(next restart {_when(when, asked_for.timezone)})",
-        )
+        try:
+            events.event(
+                reference,
+                type="Normal",
+                reason="RestartScheduled",
+                message=f"{what} changed ({describe_keys(seen_keys[dependent])}); restart "
+                f"scheduled in window {asked_for.describe()}{ORIGIN_NOTES[asked_for.origin]} "
+                f"(next restart {_when(when, asked_for.timezone)})",
+            )
+        except Exception:  # the stamp landed: a lost Event loses no restart
+            return EVENT_LOST
+        return STAMPED
+
+    # At most STAMP_CONCURRENCY stamps in flight, and no more queued: a fan-out holds
+    # what its requests in flight hold, whatever the number of dependents. All of them
+    # are answered before the checksum is recorded.
+    stamped, failed, done_before = Names(), Names(), Names()
+    for (plural, dependent), outcome in _bounded(stamp, targets, STAMP_CONCURRENCY):
+        label = f"{WORKLOAD_KINDS[plural]} {dependent}"
+        if isinstance(outcome, Exception):
+            # Logs stay in this thread: kopf's logger posts through the handler's context.
+            logger.error(f"could not stamp {label}: {type(outcome).__name__}")
+            failed.add(label)
+        elif outcome == DONE_BEFORE:
+            done_before.add(label)
+        elif outcome is not None:
+            if outcome == EVENT_LOST:
+                logger.warning(f"stamped {label}; its RestartScheduled Event was not posted")
+            stamped.add(label)
     if failed:
         # The checksum stays unrecorded and the caller stamps again; the stamps that
         # succeeded are idempotent, and a dependent restarted meanwhile drops the mark.
-        message = f"could not schedule the restart of {', '.join(failed)}; will retry"
+        message = f"could not schedule the restart of {failed}; will retry"
         context.poster.warn(source, reason="StampFailed", message=message)
         return False
     if labelled and request is None:
@@ -522,11 +580,11 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
             if request is not None
             else "restart in the windows they opted in with"
         )
-        + (f": {', '.join(stamped)}" if stamped else "")
+        + (f": {stamped}" if stamped else "")
         + (f"; {unaffected} read none of the changed keys" if unaffected else "")
         + (f"; {not_asked} did not opt in for it" if not_asked else "")
         + (
-            f"; {len(done_before)} already restarted for this change: {', '.join(done_before)}"
+            f"; {len(done_before)} already restarted for this change: {done_before}"
             if done_before
             else ""
         )
