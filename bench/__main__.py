@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import hashlib
 import json
 import logging
 import os
@@ -24,6 +23,7 @@ from bench.audit import AuditLog
 from bench.control_plane import AuditedCluster, api_client, fresh_workdir
 from bench.loading import Objects
 from bench.metrics import ApiserverMetrics
+from bench.peers import RELOADER_BINARY, RELOADER_BUILD, RELOADER_VERSION, sha256
 from bench.scenario import (
     NAIVE,
     OPERATORS,
@@ -39,17 +39,6 @@ from bench.watching import DeploymentWatcher
 
 log = logging.getLogger("bench")
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-RELOADER_BINARY = Path("~/.cache/restarter/peers/reloader").expanduser()
-OPENSHIFT_API = "github.com/openshift/api@v0.0.0-20260420151639-34e60874783e"
-RELOADER_BUILD = (
-    "Reloader is not built at {binary}. Build it (about 3 min, see "
-    "/work/shared/peers/README.md):\n"
-    "    tar -xzf /work/shared/peers/reloader-1.4.14-src.tar.gz -C /tmp\n"
-    "    cd /tmp/reloader-1.4.14\n"
-    f"    go mod edit -replace github.com/openshift/api={OPENSHIFT_API}\n"
-    '    go build -mod=mod -o "$HOME/.cache/restarter/peers/reloader" .\n'
-    "or leave it out: --operators restarter,naive"
-)
 
 
 def _sizes(text: str) -> list[int]:
@@ -83,7 +72,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--reloader-binary",
         type=lambda text: Path(text).expanduser(),
         default=RELOADER_BINARY,
-        help="stakater/Reloader 1.4.14 built from source (default: %(default)s)",
+        help=f"stakater/Reloader {RELOADER_VERSION} built from source, or another version's "
+        "binary (default: %(default)s)",
     )
     parser.add_argument("--output", type=Path, default=DOCS / "benchmarks.json", help="raw results")
     parser.add_argument("--docs", type=Path, default=DOCS, help="where the table and plot go")
@@ -152,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     if RELOADER in operators:
         results["reloader"] = {
             "binary": str(args.reloader_binary),
-            "sha256": _sha256(args.reloader_binary),
+            "sha256": sha256(args.reloader_binary),
             "flags": list(RELOADER_FLAGS),
         }
     cluster = AuditedCluster(directory=workdir / "cluster", nodes=2)
@@ -227,14 +217,6 @@ def _operators(args: argparse.Namespace) -> list[str]:
     if RELOADER in operators and not os.access(args.reloader_binary, os.X_OK):
         sys.exit(RELOADER_BUILD.format(binary=args.reloader_binary))
     return operators
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as binary:
-        for block in iter(lambda: binary.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _runs(args: argparse.Namespace, size: int) -> int:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any, cast
 
 import kubernetes
 import yaml
 
 from bench.workload import NAMESPACE
 from restarter_cluster import pki
-from restarter_cluster.cluster import Cluster
+from restarter_cluster.cluster import STATE_FILE, Cluster, process_alive
 
 #: User agent of the harness's own requests, so the audit log can leave them out.
 HARNESS_AGENT = "restarter-bench"
@@ -41,6 +42,10 @@ class AuditedCluster(Cluster):
     def audit_log(self) -> Path:
         return self.directory / "audit.log"
 
+    def audit_rules(self) -> list[dict[str, Any]]:
+        """Every request in the benchmark namespace, nothing else."""
+        return [{"level": "Metadata", "namespaces": [NAMESPACE]}, {"level": "None"}]
+
     def _apiserver_args(self, bins: dict[str, Path], certs: pki.Pki) -> list[str]:
         policy = self.directory / "audit-policy.yaml"
         policy.write_text(
@@ -49,10 +54,7 @@ class AuditedCluster(Cluster):
                     "apiVersion": "audit.k8s.io/v1",
                     "kind": "Policy",
                     "omitStages": ["RequestReceived"],
-                    "rules": [
-                        {"level": "Metadata", "namespaces": [NAMESPACE]},
-                        {"level": "None"},
-                    ],
+                    "rules": self.audit_rules(),
                 }
             )
         )
@@ -70,6 +72,35 @@ class AuditedCluster(Cluster):
         # minutes to catch up after thousands of rollouts; the harness waits for it
         # between runs.
         return [*super()._kcm_args(bins, certs), "--kube-api-qps=300", "--kube-api-burst=600"]
+
+
+class WideAuditedCluster(AuditedCluster):
+    """Audits, in every namespace, the requests an operator makes to restart workloads: on
+    Secrets, ConfigMaps, Namespaces, Events and the workload kinds (not their status, nor
+    ReplicaSets, Pods or Leases: the controllers' and kwok's own traffic)."""
+
+    def audit_rules(self) -> list[dict[str, Any]]:
+        resources = [
+            {"group": "", "resources": ["secrets", "configmaps", "events", "namespaces"]},
+            {"group": "apps", "resources": ["deployments", "statefulsets", "daemonsets"]},
+            {"group": "batch", "resources": ["jobs", "cronjobs"]},
+            {"group": "argoproj.io", "resources": ["rollouts"]},
+            {"group": "events.k8s.io", "resources": ["events"]},
+        ]
+        return [{"level": "Metadata", "resources": resources}, {"level": "None"}]
+
+
+def reusable_cluster(workdir: Path | None, prefix: str) -> tuple[Path, WideAuditedCluster, bool]:
+    """The run's directory and its control plane, and whether that is already running.
+
+    A control plane an earlier run left running there (``--keep-cluster``) is attached
+    to, with all it holds; otherwise the directory must hold none (``fresh_workdir``)."""
+    if workdir is not None and (workdir / "cluster" / STATE_FILE).exists():
+        cluster = cast(WideAuditedCluster, WideAuditedCluster.attach(workdir / "cluster"))
+        if cluster.pids and all(process_alive(pid) for pid in cluster.pids.values()):
+            return workdir, cluster, True
+    workdir = fresh_workdir(workdir, prefix)
+    return workdir, WideAuditedCluster(directory=workdir / "cluster", nodes=2), False
 
 
 def api_client(cluster: Cluster, pool: int = 16) -> kubernetes.client.ApiClient:

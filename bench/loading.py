@@ -15,6 +15,8 @@ from bench.workload import NAMESPACE
 from restarter_cluster.cluster import Cluster
 
 MERGE_PATCH = "application/merge-patch+json"
+#: Lists answered with metadata only: what exists, without parsing whole bodies.
+METADATA_ONLY = {"Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"}
 THREADS = 12
 KUBECTL_PROCESSES = 3
 KUBECTL_CHUNK = 1000
@@ -51,28 +53,34 @@ class Objects:
             raise
         return True
 
-    def create_all(self, bodies: Iterable[dict[str, Any]], apply: bool = False) -> float:
+    def create_all(
+        self,
+        bodies: Iterable[dict[str, Any]],
+        apply: bool = False,
+        namespace: str | None = NAMESPACE,
+    ) -> float:
         """Create every object (existing ones are left alone); return the seconds it took.
 
         Through kubectl, a few processes at a time: the Python client spends more CPU
         per object than the apiserver does, and the machine has two cores. With ``apply``,
         ``kubectl apply`` (client-side) creates them: managedFields and
-        ``last-applied-configuration`` as a user's apply leaves them.
+        ``last-applied-configuration`` as a user's apply leaves them. With ``namespace``
+        None, each body names its own namespace (or is cluster-scoped).
         """
         started = time.monotonic()
         chunks = list(_chunks(list(bodies), KUBECTL_CHUNK))
         verb = "apply" if apply else "create"
         with ThreadPoolExecutor(KUBECTL_PROCESSES) as pool:
-            for _ in pool.map(lambda chunk: self._kubectl(verb, chunk), chunks):
+            for _ in pool.map(lambda chunk: self._kubectl(verb, chunk, namespace), chunks):
                 pass
         return time.monotonic() - started
 
-    def _kubectl(self, verb: str, items: list[dict[str, Any]]) -> None:
+    def _kubectl(self, verb: str, items: list[dict[str, Any]], namespace: str | None) -> None:
         document = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+        scope = ["-n", namespace] if namespace else []
         done = self.cluster.kubectl(
             verb,
-            "-n",
-            NAMESPACE,
+            *scope,
             "-o",
             "name",
             "-f",
@@ -131,6 +139,40 @@ class Objects:
             token = page["metadata"].get("continue")
             if not token:
                 return total
+
+    def metadata(self, kind: str, label_selector: str = "") -> list[dict[str, Any]]:
+        """The metadata of every object of ``kind`` in any namespace, read as metadata
+        only (paged): what exists, its labels, annotations and finalizers."""
+        lister = {
+            "Namespace": self.core.list_namespace,
+            "Secret": self.core.list_secret_for_all_namespaces,
+            "Deployment": self.apps.list_deployment_for_all_namespaces,
+        }[kind]
+        found: list[dict[str, Any]] = []
+        token = None
+        while True:
+            response = lister(
+                label_selector=label_selector,
+                limit=1000,
+                _continue=token,
+                _headers=METADATA_ONLY,
+                _preload_content=False,
+            )
+            page = json.loads(response.data)
+            found.extend(item["metadata"] for item in page.get("items") or [])
+            token = page["metadata"].get("continue")
+            if not token:
+                return found
+
+    def existing(self, kind: str, label_selector: str = "") -> set[str]:
+        """``namespace/name`` of every object of ``kind`` (``name`` for a Namespace)."""
+        return {qualified(metadata) for metadata in self.metadata(kind, label_selector)}
+
+
+def qualified(metadata: dict[str, Any]) -> str:
+    """``namespace/name``, or ``name`` for a cluster-scoped object."""
+    namespace = metadata.get("namespace")
+    return f"{namespace}/{metadata['name']}" if namespace else str(metadata["name"])
 
 
 def _chunks(items: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:

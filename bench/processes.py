@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,3 +169,44 @@ class OperatorProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+class RssSampler:
+    """The operator's resident set every ``interval`` seconds, read from /proc by the
+    harness (the same for a Python operator and a Go binary): when in a run the peak
+    came, and the most within each phase."""
+
+    def __init__(self, pid: int, interval: float = 0.5) -> None:
+        self.pid, self.interval = pid, interval
+        self.samples: list[tuple[float, float]] = []
+        """(epoch seconds, RSS in MB)."""
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        status = Path(f"/proc/{self.pid}/status")
+        while not self._stopping.is_set():
+            try:
+                text = status.read_text()
+            except OSError:
+                return  # the process is gone
+            for line in text.splitlines():
+                if line.startswith("VmRSS:"):
+                    self.samples.append((time.time(), int(line.split()[1]) / 1024))
+            self._stopping.wait(self.interval)
+
+    def stop(self, output: Path | None = None) -> None:
+        self._stopping.set()
+        self._thread.join(5)
+        if output is not None:
+            lines = [f"{at:.2f}\t{rss:.1f}" for at, rss in self.samples]
+            output.write_text("epoch\trss_mb\n" + "\n".join(lines) + "\n")
+
+    def peak(self, start: float = 0.0, end: float = math.inf) -> tuple[float, float]:
+        """(epoch, MB) of the highest sample in ``[start, end)``; NaNs when none."""
+        inside = [(rss, at) for at, rss in self.samples if start <= at < end]
+        if not inside:
+            return math.nan, math.nan
+        rss, at = max(inside)
+        return at, rss

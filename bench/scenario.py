@@ -97,6 +97,7 @@ class Change:
     rv: str
     """The Secret's resourceVersion after the update."""
     data: dict[str, str]
+    namespace: str = NAMESPACE
 
 
 @dataclass
@@ -225,7 +226,7 @@ def stamped_by(operator: str, change: Change) -> Callable[[Marks], bool]:
         return restarter_stamped
 
     if operator == RELOADER:
-        expected = {"type": "SECRET", "name": change.secret, "namespace": NAMESPACE}
+        expected = {"type": "SECRET", "name": change.secret, "namespace": change.namespace}
         digest = workload.reloader_hash(change.data)
 
         def reloader_stamped(marks: Marks) -> bool:
@@ -336,7 +337,7 @@ def _process(harness: Harness, plan: Plan, operator: str, run: int) -> OperatorP
     if operator == RELOADER:
         if plan.reloader_binary is None:
             raise RuntimeError("no Reloader binary given")
-        _check_port_free(RELOADER_PORT)
+        check_port_free(RELOADER_PORT)
         command = [str(plan.reloader_binary), *RELOADER_FLAGS]
         return OperatorProcess(
             harness.cluster, command, log_path, env, started_line=RELOADER_STARTED, python=False
@@ -347,7 +348,7 @@ def _process(harness: Harness, plan: Plan, operator: str, run: int) -> OperatorP
     return OperatorProcess.module(harness.cluster, "bench.naive", args, log_path, env)
 
 
-def _check_port_free(port: int) -> None:
+def check_port_free(port: int) -> None:
     """Reloader exits (after starting) when its fixed port is taken: say so before."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
