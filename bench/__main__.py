@@ -112,6 +112,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         action="store_true",
         help="tracemalloc in each operator; live allocations written at the end of a run",
     )
+    parser.add_argument(
+        "--memprofile",
+        action="store_true",
+        help="memray in restarter (the allocations live at its peak, written when it stops) "
+        "and a sample of RSS and Python's allocated blocks every 0.5 s",
+    )
     return parser.parse_args(argv)
 
 
@@ -177,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
                 far_window=far,
                 profile=args.profile,
                 memtrace=args.memtrace,
+                memprofile=args.memprofile,
                 fanout=not args.no_fanout,
                 body=args.body,
                 apiserver_rate=args.apiserver_rate,

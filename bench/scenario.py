@@ -80,6 +80,7 @@ class Plan:
     far_window: str
     profile: bool = False
     memtrace: bool = False
+    memprofile: bool = False
     operator_env: tuple[tuple[str, str], ...] = ()
     fanout: bool = True
     reloader_binary: Path | None = None
@@ -273,7 +274,7 @@ def run_once(harness: Harness, plan: Plan, operator: str, run: int) -> dict[str,
         "run": run,
         "reset_patches": removed,
     }
-    process.start(timeout=600 if plan.memtrace else 60)
+    process.start(timeout=600 if plan.memtrace or plan.memprofile else 60)
     if plan.profile:
         process.profile(harness.workdir / f"{operator}-n{plan.deployments}-r{run}.speedscope.json")
     try:
@@ -317,14 +318,15 @@ def _phase(process: OperatorProcess, plan: Plan, phase: str) -> dict[str, Any]:
 def _process(harness: Harness, plan: Plan, operator: str, run: int) -> OperatorProcess:
     stem = harness.workdir / f"{operator}-n{plan.deployments}-r{run}"
     env = dict(plan.operator_env)
+    if plan.memtrace or plan.memprofile:
+        # Before any given path (--operator-env PYTHONPATH=... picks the code measured).
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(Path(__file__).parent / "memtrace"), *filter(None, [env.get("PYTHONPATH")])]
+        )
     if plan.memtrace:
-        env |= {
-            # Before any given path (--operator-env PYTHONPATH=... picks the code measured).
-            "PYTHONPATH": os.pathsep.join(
-                [str(Path(__file__).parent / "memtrace"), *filter(None, [env.get("PYTHONPATH")])]
-            ),
-            "BENCH_TRACEMALLOC": f"{stem}.allocations.txt",
-        }
+        env["BENCH_TRACEMALLOC"] = f"{stem}.allocations.txt"
+    if plan.memprofile and operator == RESTARTER:
+        env |= {"BENCH_MEMRAY": f"{stem}.memray.bin", "BENCH_SAMPLE": f"{stem}.samples.tsv"}
     log_path = stem.with_suffix(".log")
     if operator == RESTARTER:
         # Pacing off: these phases measure how fast restarter can go (bench/run pacing
@@ -444,7 +446,9 @@ def _settle_cpu(process: OperatorProcess, quiet: float, timeout: float = 600) ->
 
 def _next_window(plan: Plan) -> dt.datetime:
     """A window start far enough ahead for every Deployment to be stamped before it."""
-    margin = dt.timedelta(seconds=30 + 0.06 * plan.deployments)
+    # 30 s, plus a stamp rate of 33/s (restarter stamps at 90/s or more here, 50/s under
+    # --memprofile): N = 20 000 waits 11 min for its window, not 20.
+    margin = dt.timedelta(seconds=30 + 0.03 * plan.deployments)
     ahead = dt.datetime.now(dt.UTC) + margin
     return ahead.replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
 
