@@ -87,6 +87,24 @@ FINALIZER = f"{PREFIX}/finalizer"
 #: kopf's own annotation prefix for progress and diff-base storage.
 KOPF_PREFIX = f"{PREFIX}.kopf"
 
+#: Every change restarter, and kopf on its behalf, makes to the objects it watches: the
+#: chart's ValidatingAdmissionPolicy lets its ServiceAccount make these and no other.
+#: ``python -m restarter.model.keys`` prints them as the chart's
+#: ``files/written-keys.json``; tests/unit/test_policy_keys.py fails when that file or a
+#: patch the code builds strays from them.
+WRITTEN: dict[str, tuple[str, ...]] = {
+    # On a Secret or ConfigMap. Not kopf's prefix: a diff base there would copy its data.
+    "sourceAnnotations": (CHECKSUM, KEY_DIGESTS, CHANGE),
+    "workloadAnnotations": (RESTART_TS, RESTARTED_FOR),
+    # The pending marks, and kopf's own progress, diff base and markers on workloads.
+    "workloadAnnotationPrefixes": (*MARK_PREFIXES, f"{KOPF_PREFIX}/"),
+    "workloadLabels": (PENDING_LABEL,),
+    "workloadFinalizers": (FINALIZER,),
+    "podTemplateAnnotations": (RESTARTED_AT,),
+    # An Argo Rollout is restarted through its spec.
+    "rolloutSpecFields": ("restartAt",),
+}
+
 MAX_NAME = 63
 HASH_DIGITS = 12
 
@@ -120,3 +138,9 @@ def epoch_seconds(value: str | None) -> int | None:
         return None
     seconds = int(value)
     return seconds if seconds <= _MAX_EPOCH else None
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps({name: list(values) for name, values in WRITTEN.items()}, indent=2))
