@@ -258,8 +258,14 @@ def _stamped_and_restarted(core: Core, apps: Apps, namespace: str) -> None:
         30,
         message="restart as the SA",
     )
-    found = core.list_namespaced_event(namespace, field_selector="involvedObject.name=web")
-    assert any(event.reason == "Restarted" for event in found.items)
+
+    # kopf posts the Event from its own queue, after the restart's patch: it may come
+    # a little after the ReplicaSet.
+    def restarted_event() -> bool:
+        found = core.list_namespaced_event(namespace, field_selector="involvedObject.name=web")
+        return any(event.reason == "Restarted" for event in found.items)
+
+    wait_for(restarted_event, 30, message="the Restarted Event")
 
 
 def test_operator_as_chart_serviceaccount_in_cluster_mode(
