@@ -12,7 +12,7 @@ import sys
 import time
 import types
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import kubernetes
 from kubernetes.client.exceptions import ApiException
@@ -25,7 +25,7 @@ from restarter.commands.release_plan import (
     parse_options,
     release_patch,
 )
-from restarter.model import keys
+from restarter.model import bodies, keys
 from restarter.model.references import ROLLOUTS, WORKLOAD_APIS
 from restarter.runtime import kube
 
@@ -168,41 +168,34 @@ class FinalizerReleaser:
         )
 
     def _carrying(self, kind: str, suffix: str) -> Iterator[Any]:
-        """Metadata of every workload of ``kind`` in scope that carries our finalizer."""
-        scopes: Sequence[str | None] = self._namespaces or (None,)
-        if suffix == ROLLOUTS:
-            yield from self._rollouts_carrying(scopes)
-            return
-        for namespace in scopes:
-            token: str | None = None
-            while True:
-                page = _api_call(
-                    f"listing {kind}s in {namespace or 'all namespaces'}",
-                    _lister(self._apps, suffix, namespace, token),
-                )
-                for item in page.items:
-                    if keys.FINALIZER in (item.metadata.finalizers or ()):
-                        yield item.metadata
-                token = page.metadata._continue
-                if not token:
-                    break
+        """Metadata of every workload of ``kind`` in scope that carries our finalizer.
 
-    def _rollouts_carrying(self, scopes: Sequence[str | None]) -> Iterator[Any]:
-        """Rollouts carrying our finalizer; none when their CRD is not installed, or when
-        restarter may not list them (then it never held one)."""
-        for namespace in scopes:
+        Listed as metadata only (PartialObjectMetadataList), decoded to the fields read:
+        the operator runs this as it stops, and a listing of 10 000 Helm-made Deployments
+        as the client's model objects was its largest peak (1.6 M Python blocks for 1 000).
+        Rollouts are none when their CRD is not installed, or when restarter may not list
+        them (then it never held one).
+        """
+        for namespace in self._namespaces or (None,):
+            where = namespace or "all namespaces"
             token: str | None = None
             while True:
-                options: dict[str, Any] = {"limit": PAGE, "_request_timeout": kube.REQUEST_TIMEOUT}
+                options: dict[str, Any] = {
+                    "limit": PAGE,
+                    "_request_timeout": kube.REQUEST_TIMEOUT,
+                    "_headers": kube.METADATA_LIST,
+                    "_preload_content": False,
+                }
                 if token:
                     options["_continue"] = token
+                lister = _lister(self._apps, self._custom, suffix, namespace, options)
                 try:
-                    page = kube.retrying(_rollout_lister(self._custom, namespace, options), "list")
+                    response = kube.retrying(lister, "list")
                 except ApiException as error:
-                    if error.status in (403, 404):
+                    if suffix == ROLLOUTS and error.status in (403, 404):
                         return
-                    where = namespace or "all namespaces"
-                    raise _failure(f"listing rollouts in {where}", error) from None
+                    raise _failure(f"listing {kind}s in {where}", error) from None
+                page = bodies.decode_list(response.data)
                 for item in page.get("items") or []:
                     metadata = item.get("metadata") or {}
                     if keys.FINALIZER in (metadata.get("finalizers") or ()):
@@ -247,26 +240,21 @@ class FinalizerReleaser:
         return "released"
 
 
-def _rollout_lister(
-    custom: kubernetes.client.CustomObjectsApi, namespace: str | None, options: dict[str, Any]
-) -> Callable[[], dict[str, Any]]:
-    group, version = WORKLOAD_APIS[ROLLOUTS]
-    if namespace is None:
-        return lambda: cast(
-            dict[str, Any], custom.list_cluster_custom_object(group, version, ROLLOUTS, **options)
-        )
-    return lambda: cast(
-        dict[str, Any],
-        custom.list_namespaced_custom_object(group, version, namespace, ROLLOUTS, **options),
-    )
-
-
 def _lister(
-    apps: kubernetes.client.AppsV1Api, suffix: str, namespace: str | None, token: str | None
+    apps: kubernetes.client.AppsV1Api,
+    custom: kubernetes.client.CustomObjectsApi,
+    suffix: str,
+    namespace: str | None,
+    options: dict[str, Any],
 ) -> Callable[[], Any]:
-    options: dict[str, Any] = {"limit": PAGE, "_request_timeout": kube.REQUEST_TIMEOUT}
-    if token:
-        options["_continue"] = token
+    """One page of a workload kind's list, with ``options`` (raw: decoded by the caller)."""
+    if suffix == ROLLOUTS:
+        group, version = WORKLOAD_APIS[ROLLOUTS]
+        if namespace is None:
+            return lambda: custom.list_cluster_custom_object(group, version, ROLLOUTS, **options)
+        return lambda: custom.list_namespaced_custom_object(
+            group, version, namespace, ROLLOUTS, **options
+        )
     if namespace is None:
         return lambda: getattr(apps, f"list_{suffix}_for_all_namespaces")(**options)
     return lambda: getattr(apps, f"list_namespaced_{suffix}")(namespace, **options)
