@@ -10,7 +10,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import kubernetes
 import pytest
@@ -18,6 +18,7 @@ import pytest
 from restarter_cluster.binaries import MissingBinaries
 from restarter_cluster.cert_manager import CertManager
 from restarter_cluster.cluster import Cluster
+from tests.chart_identity import ChartIdentities
 from tests.durations import longest_first
 
 REPO = Path(__file__).resolve().parents[1]
@@ -150,8 +151,19 @@ def _has_default_sa(core: kubernetes.client.CoreV1Api, namespace: str) -> bool:
         return False
 
 
+@pytest.fixture(scope="session")
+def chart_identities(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> ChartIdentities:
+    """The chart's ServiceAccounts, RBAC and admission policies, applied on first use."""
+    return ChartIdentities(cluster, tmp_path_factory.mktemp("identities"))
+
+
 class Operator:
     """The operator's real entry point, run as a subprocess against the local cluster."""
+
+    #: The kubeconfig of an operator started without one, chosen by its arguments: the
+    #: chart's ServiceAccount in the integration tier (tests/integration/conftest.py);
+    #: None: the cluster's admin.
+    default_identity: ClassVar[Callable[[list[str]], Path] | None] = None
 
     def __init__(
         self,
@@ -163,6 +175,8 @@ class Operator:
     ) -> None:
         self.cluster, self.log_path, self.args = cluster, log_path, args
         self.env = env or {}
+        if kubeconfig is None and Operator.default_identity is not None:
+            kubeconfig = Operator.default_identity(args)
         self.kubeconfig = kubeconfig or cluster.kubeconfig
         self.process: subprocess.Popen[bytes] | None = None
 

@@ -167,9 +167,11 @@ def test_start_up_with_hundreds_of_workloads_restarts_exactly_the_pending_ones_o
 
 @pytest.fixture
 def proxied_kubeconfig(cluster: Cluster, tmp_path: Path) -> Iterator[tuple[CuttableProxy, Path]]:
-    """A kubeconfig whose server is a cuttable proxy in front of the apiserver."""
+    """A kubeconfig whose server is a cuttable proxy in front of the apiserver (the chart's
+    ServiceAccount's, as every operator of this tier runs with)."""
     proxy = CuttableProxy(cluster.ports["apiserver"])
-    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    chosen = Operator.default_identity([]) if Operator.default_identity else cluster.kubeconfig
+    config = yaml.safe_load(chosen.read_text())
     config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"
     path = tmp_path / "proxied.kubeconfig"
     path.write_text(yaml.safe_dump(config))
