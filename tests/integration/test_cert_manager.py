@@ -193,7 +193,12 @@ def test_a_renewed_certificate_restarts_its_deployment_once_in_the_window_of_its
     # Until its window opens no timer holds it: no pending label, no finalizer.
     assert keys.PENDING_LABEL not in (web.metadata.labels or {})
     assert keys.FINALIZER not in (web.metadata.finalizers or [])
-    assert events(core, namespace, "web", "RestartScheduled")
+    # Posted by the stamp's own thread right after the stamp: it may trail the marks.
+    wait_for(
+        lambda: events(core, namespace, "web", "RestartScheduled"),
+        20,
+        message="the RestartScheduled Event",
+    )
     wait_for(
         lambda: baseline(core, namespace, "web-tls") != first_checksum,
         20,
