@@ -22,6 +22,7 @@ from restarter.model import keys
 from restarter_cluster import binaries
 from restarter_cluster.cluster import Cluster
 from restarter_cluster.ports import free_port
+from tests.chart_identity import token_kubeconfig
 from tests.conftest import REPO, Operator, refused, wait_for
 from tests.integration.factories import (
     deployment,
@@ -186,27 +187,7 @@ def test_install_creates_every_object_and_uninstall_leaves_none(
 
 def _token_kubeconfig(cluster: Cluster, sa: str, path: Path) -> Path:
     """A kubeconfig holding only a TokenRequest token of one of the chart's ServiceAccounts."""
-    token = cluster.kubectl(
-        "-n", "restarter-system", "create", "token", sa, "--duration=1h"
-    ).stdout.strip()
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "current-context": "sa",
-        "clusters": [
-            {
-                "name": "local",
-                "cluster": {
-                    "server": cluster.server,
-                    "certificate-authority": str(cluster.pki_dir / "ca.crt"),
-                },
-            }
-        ],
-        "users": [{"name": "sa", "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "local", "user": "sa"}}],
-    }
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return token_kubeconfig(cluster, "restarter-system", sa, path)
 
 
 def _chart_container(cluster: Cluster, release: str) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from restarter.model.checksums import (
 )
 from restarter.restarting import posting, stamping
 from restarter.runtime.settings import Settings
+from tests.unit.test_stamping_changed_keys import RecordingApi
 
 NOW = dt.datetime(2025, 1, 1, 10, 0, tzinfo=dt.UTC)
 SALT = new_salt(b"\x07" * 16)
@@ -48,34 +49,23 @@ def refusal(status: int, message: str) -> ApiException:
     return error
 
 
-class SourceApi:
+class SourceApi(RecordingApi):
     """Records every source patch (or refuses those ``refuse`` says), and stamps."""
 
     def __init__(self, refuse: Refuse | None = None) -> None:
+        super().__init__()
         self.refuse = refuse
-        self.source_patches: list[dict[str, Any]] = []
         self.refused: list[dict[str, Any]] = []
-        self.stamped: dict[str, dict[str, Any]] = {}
 
     def patch_source(self, kind: str, namespace: str, name: str, patch: dict[str, Any]) -> None:
         error = self.refuse(patch) if self.refuse else None
         if error is not None:
             self.refused.append(patch)
             raise error
-        self.source_patches.append(patch)
-
-    def patch_workload(
-        self, plural: str, namespace: str, name: str, patch: dict[str, Any]
-    ) -> dict[str, Any]:
-        self.stamped[name] = patch
-        return {"metadata": {"name": name, "namespace": namespace, "annotations": {}}}
+        super().patch_source(kind, namespace, name, patch)
 
     def post_object_event(self, obj: Any, event: dict[str, str]) -> None:
         pass  # the stamped workloads' Events: not what these tests look at
-
-    def recorded(self) -> dict[str, Any]:
-        annotations: dict[str, Any] = self.source_patches[-1]["metadata"]["annotations"]
-        return annotations
 
 
 @pytest.fixture(autouse=True)
