@@ -191,9 +191,11 @@ class Operator:
                 env=environment,
                 cwd=REPO,
             )
+        # 60 s: five workers' control planes on two cores can hold a start (imports, kopf's
+        # login) past 30 s; a start that fails ends the wait at once (_died).
         wait_for(
             lambda: ready in self.log() or self._died(),
-            30,
+            60,
             message="operator start",
         )
         assert not self._died(), self.log()
