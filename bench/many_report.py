@@ -82,6 +82,12 @@ ROWS: list[tuple[str, Figure, int]] = [
         0,
     ),
     ("**CPU, whole run (s)**", lambda r: _get(r, "usage_end", "cpu_seconds"), 1),
+    (
+        "machine's load average (1 min) at the run's start",
+        lambda r: _get(r, "load_average", "start"),
+        1,
+    ),
+    ("machine's load average (1 min) at its end", lambda r: _get(r, "load_average", "end"), 1),
 ]
 
 
@@ -105,7 +111,7 @@ def _restarts(runs: list[Run]) -> str:
         counted = run.get("restarts")
         if not counted:
             continue
-        text = f"{counted['exactly_once']} of {counted['dependents']}"
+        text = f"{_number(counted['exactly_once'], 0)} of {_number(counted['dependents'], 0)}"
         others = [
             f"{counted[key]} {label}"
             for key, label in (
@@ -131,44 +137,60 @@ def _requests(runs: list[Run], *path: str) -> str:
     return "—"
 
 
-def table(results: dict[str, Any]) -> list[str]:
-    operators = list(dict.fromkeys(run["operator"] for run in results["runs"]))
-    by_operator = {op: [r for r in results["runs"] if r["operator"] == op] for op in operators}
-    header = "| figure | " + " | ".join(NAMES.get(op, op) for op in operators) + " |"
-    rows = [header, "|---" * (len(operators) + 1) + "|"]
+def _column(run: Run, results: dict[str, Any]) -> str:
+    """An operator's column; restarter watching every namespace has its own."""
+    name = NAMES.get(run["operator"], run["operator"])
+    if run["operator"] == "restarter" and _scope(results) == "cluster":
+        name += " (every namespace)"
+    return name
+
+
+def _scope(results: dict[str, Any]) -> str:
+    return str(results.get("parameters", {}).get("restarter_scope", "selector"))
+
+
+def table(commands: list[dict[str, Any]]) -> list[str]:
+    """One column per operator (and restarter's scope) over the runs of every command."""
+    by_column: dict[str, list[Run]] = {}
+    for results in commands:
+        for run in results["runs"]:
+            by_column.setdefault(_column(run, results), []).append(run)
+    columns = list(by_column)
+    rows = ["| figure | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    cells: dict[str, list[str]] = {}
     for label, figure, digits in ROWS:
-        cells = [_cell([figure(run) for run in by_operator[op]], digits) for op in operators]
-        rows.append(f"| {label} | " + " | ".join(cells) + " |")
-    rows.append(
-        "| **restarted exactly once** (the harness's watch) | "
-        + " | ".join(_restarts(by_operator[op]) for op in operators)
-        + " |"
-    )
+        cells[label] = [_cell([figure(run) for run in by_column[c]], digits) for c in columns]
+    cells["**restarted exactly once** (the harness's watch)"] = [
+        _restarts(by_column[c]) for c in columns
+    ]
     for label, path in (
         ("requests, changes → quiet (audit)", ("changes", "requests")),
         ("requests, window → quiet (audit)", ("window", "requests")),
+        ("requests, first change → operator stopped (audit)", ("requests_until_stopped",)),
     ):
-        cells = [_requests(by_operator[op], *path) for op in operators]
-        rows.append(f"| {label} | " + " | ".join(cells) + " |")
+        cells[label] = [_requests(by_column[c], *path) for c in columns]
+    # A row no run measured (an older run's results) is left out.
+    rows += [f"| {k} | " + " | ".join(v) + " |" for k, v in cells.items() if set(v) != {"—"}]
     return rows
 
 
 def _described(results: dict[str, Any], output: Path | None) -> str:
+    """One command: what it ran, on which code, when, and where its raw figures are."""
     layout = results["layout"]
     k, d = layout["namespaces"], layout["deployments_per_namespace"]
     code = results.get("code", {})
-    commit = str(code.get("commit", "?"))[:7] + (
-        " with src/ modified" if code.get("src_modified") else ""
-    )
+    commit = str(code.get("commit", "?"))[:7]
+    commit += " with src/ modified" if code.get("src_modified") else ""
+    if _scope(results) == "cluster":
+        commit += ", watching every namespace (no --namespace-selector)"
     runs = max((run["run"] for run in results["runs"]), default=0) + 1
-    raw = f"; raw figures in `{output.name}`" if output is not None else ""
     reloader = results.get("reloader")
     peer = f"; Reloader `{' '.join(reloader['flags'])}`" if reloader else ""
+    raw = f"; raw figures in `{output.name}`" if output is not None else ""
     return (
-        f"`{results['command']}` — {_number(k, 0)} namespaces of {d} Deployments "
-        f"({_number(k * d, 0)} dependents), one labelled Secret per namespace, all changed at "
-        f"once; restarter at `{commit}`{peer}; {runs} run(s) per operator (median, min-max); "
-        f"{results['started']} on {results['machine']['cpus']} CPUs{raw}."
+        f"`{results['command']}`: {_number(k, 0)} namespaces of {d} Deployments "
+        f"({_number(k * d, 0)} dependents); restarter at `{commit}`{peer}; {runs} run(s) per "
+        f"operator; {results['started']} on {results['machine']['cpus']} CPUs{raw}."
     )
 
 
@@ -184,10 +206,12 @@ def one_line(run: Run) -> str:
     )
 
 
-def write(results: dict[str, Any], docs: Path, output: Path | None) -> str:
+def write(commands: list[dict[str, Any]], docs: Path, outputs: list[Path | None]) -> str:
     """The section between the markers in ``docs``/benchmarks.md (appended, with a heading,
-    when the page has none); returns it."""
-    section = "\n".join([BEGIN, _described(results, output), "", *table(results), END])
+    when the page has none) from one or more commands' results; returns it."""
+    described = [f"- {_described(r, output)}" for r, output in zip(commands, outputs, strict=True)]
+    note = "One labelled Secret per namespace, all changed at once; median (min-max) of runs."
+    section = "\n".join([BEGIN, *described, "", note, "", *table(commands), END])
     page = docs / "benchmarks.md"
     text = page.read_text() if page.exists() else ""
     if BEGIN in text and END in text:

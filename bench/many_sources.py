@@ -102,7 +102,11 @@ def run_once(bench: Bench, operator: str, run: int) -> dict[str, Any]:
     _settle(bench)
     process = _process(bench, operator, run)
     result: dict[str, Any] = {"operator": operator, "run": run, "reset_patches": patched}
-    process.start(timeout=600 if bench.args.memprofile else 120)
+    # The machine is shared: how busy it was says how far the figures can be trusted.
+    result["load_average"] = {"start": os.getloadavg()[0]}
+    # restarter lists every selected namespace's workloads before kopf starts: minutes for
+    # a thousand namespaces on a busy machine. Ready is counted from the process's start.
+    process.start(timeout=READY_TIMEOUT)
     sampler = RssSampler(process.pid)
     marks: dict[str, float] = {"started": process.started_at}
     try:
@@ -130,17 +134,22 @@ def run_once(bench: Bench, operator: str, run: int) -> dict[str, Any]:
         result["usage_end"] = vars(process.usage())
         marks["end"] = time.time()
         result["restarts"] = _restarts(bench, operator, changes, window)
+        result["load_average"]["end"] = os.getloadavg()[0]
     finally:
         # Sampling stops first: a process shutting down is no phase of the run.
-        sampler.stop(bench.args.workdir / f"{operator}-r{run}.rss.tsv")
+        sampler.stop(_stem(bench, operator, run).with_suffix(".rss.tsv"))
         process.stop()
+    if "first_change" in marks:
+        # Everything the operator sent from the changes until it was stopped: Events it
+        # posts in the background can trail its restarts by minutes.
+        result["requests_until_stopped"] = dict(bench.audit.operator_requests(bookmark))
     result["marks"] = marks
     result["rss_sampled"] = _sampled(sampler, marks)
     return result
 
 
 def _process(bench: Bench, operator: str, run: int) -> OperatorProcess:
-    stem = bench.args.workdir / f"{operator}-r{run}"
+    stem = _stem(bench, operator, run)
     env = dict(bench.args.operator_env)
     if operator == RESTARTER:
         if bench.args.memprofile:
@@ -150,12 +159,10 @@ def _process(bench: Bench, operator: str, run: int) -> OperatorProcess:
             env["PYTHONPATH"] = os.pathsep.join([memtrace, *filter(None, [env.get("PYTHONPATH")])])
             env |= {"BENCH_MEMRAY": f"{stem}.memray.bin", "BENCH_SAMPLE": f"{stem}.samples.tsv"}
         # Pacing off, as in the main bench: how fast it can go.
-        flags = [
-            "--namespace-selector",
-            SELECTOR,
-            "--timer-interval",
-            f"{bench.args.timer_interval:g}",
-        ]
+        scope = (
+            ["--namespace-selector", SELECTOR] if bench.args.restarter_scope == "selector" else []
+        )
+        flags = [*scope, "--timer-interval", f"{bench.args.timer_interval:g}"]
         flags += ["--max-in-flight", "0", "--max-per-minute", "0"]
         return OperatorProcess.module(
             bench.cluster, "restarter", flags, stem.with_suffix(".log"), env
@@ -172,6 +179,12 @@ def _process(bench: Bench, operator: str, run: int) -> OperatorProcess:
         started_line=RELOADER_STARTED,
         python=False,
     )
+
+
+def _stem(bench: Bench, operator: str, run: int) -> Path:
+    """Where a run's files go: named by the command's start too, since runs of several
+    commands share a reused workdir."""
+    return bench.args.workdir / f"{operator}-r{run}-{bench.args.started}"
 
 
 def reloader_flags() -> list[str]:
@@ -423,6 +436,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="extra environment for the operators, e.g. PYTHONPATH=<worktree>/src (repeatable)",
     )
     parser.add_argument(
+        "--restarter-scope",
+        choices=("selector", "cluster"),
+        default="selector",
+        help="restarter scoped by the namespaces' label (--namespace-selector, as Reloader), "
+        "or watching every namespace (the cluster holds only the benchmark's)",
+    )
+    parser.add_argument(
         "--restarter-at",
         metavar="COMMIT",
         help="measure restarter as of this commit (its src/ exported into the workdir); "
@@ -493,10 +513,13 @@ def _code(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["report"]:
-        path = Path(argv[1]) if len(argv) > 1 else DOCS / "many-sources-benchmark.json"
-        print(many_report.write(json.loads(path.read_text()), DOCS, path))
+        paths = [Path(p) for p in argv[1:]] or [DOCS / "many-sources-benchmark.json"]
+        commands = [json.loads(path.read_text()) for path in paths]
+        outputs: list[Path | None] = list(paths)
+        print(many_report.write(commands, DOCS, outputs))
         return 0
     args = parse(argv)
+    args.started = time.strftime("%Y%m%dT%H%M%S")
     operators = _operators(args)
     # SIGTERM too must bring the control plane down (the finally below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -545,7 +568,7 @@ def main(argv: list[str]) -> int:
             cluster.down()
     results["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     _save(results, args.output)
-    print(many_report.write(results, args.docs, args.output))
+    print(many_report.write([results], args.docs, [args.output]))
     return 0
 
 
