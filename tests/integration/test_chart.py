@@ -227,7 +227,16 @@ def run_as_chart(
     return Operator(cluster, log, args, env, kubeconfig).start(ready), port
 
 
-def _stamped_and_restarted(core: Core, apps: Apps, namespace: str) -> None:
+def _stamped_and_restarted(core: Core, apps: Apps, namespace: str, operator: Operator) -> None:
+    """A change of a Secret in an open window restarts its Deployment. A timeout shows the
+    Deployment's annotations and the operator's last log lines: what it did, or did not."""
+
+    def state() -> str:
+        found = apps.read_namespaced_deployment("web", namespace).metadata.annotations or {}
+        marks = {k: v for k, v in found.items() if k.startswith(keys.PREFIX)}
+        tail = "\n".join(operator.log().splitlines()[-40:])
+        return f"annotations {marks}; operator log:\n{tail}"
+
     core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window_open_now()))
     apps.create_namespaced_deployment(namespace, deployment("web", env=[env_from_secret("db")]))
     baseline(core, namespace, "db")
@@ -236,8 +245,9 @@ def _stamped_and_restarted(core: Core, apps: Apps, namespace: str) -> None:
         lambda: (
             len(apps.list_namespaced_replica_set(namespace, label_selector="app=web").items) == 2
         ),
-        30,
+        60,
         message="restart as the SA",
+        describe=state,
     )
 
     # kopf posts the Event from its own queue, after the restart's patch: it may come
@@ -257,7 +267,7 @@ def test_operator_as_chart_serviceaccount_in_cluster_mode(
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
             assert response.status == 200
-        _stamped_and_restarted(core, apps, namespace)
+        _stamped_and_restarted(core, apps, namespace, operator)
         assert not refused(operator.log())
     finally:
         operator.stop()
@@ -286,7 +296,7 @@ def test_operator_as_chart_serviceaccount_with_a_namespace_selector(
     )
     operator, _ = run_as_chart(cluster, release, tmp_path)
     try:
-        _stamped_and_restarted(core, apps, namespace)
+        _stamped_and_restarted(core, apps, namespace, operator)
         assert f"namespace {namespace} matches" in operator.log()
         assert not refused(operator.log())
     finally:
@@ -313,7 +323,7 @@ def test_operator_as_chart_serviceaccount_in_namespaced_mode_ignores_other_names
     assert can.stdout.strip() == "no"
     operator, _ = run_as_chart(cluster, release, tmp_path)
     try:
-        _stamped_and_restarted(core, apps, namespace)
+        _stamped_and_restarted(core, apps, namespace, operator)
         core.patch_namespaced_secret("db", outside, {"data": encoded({"password": "b"})})
         time.sleep(4)  # four timer intervals: time to act, if it (wrongly) could
         untouched = core.read_namespaced_secret("db", outside).metadata.annotations or {}

@@ -8,6 +8,7 @@ the container goes into the test summary."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -26,6 +27,9 @@ Core = kubernetes.client.CoreV1Api
 Apps = kubernetes.client.AppsV1Api
 DEPENDENTS = 2000
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+#: Answers of a loaded apiserver that a later listing gets past.
+TRANSIENT = {410, 429, 500, 503, 504}
+TRIES = 5
 
 
 def helm_shaped(name: str, secret_name: str) -> dict[str, Any]:
@@ -40,7 +44,20 @@ def helm_shaped(name: str, secret_name: str) -> dict[str, Any]:
 def _deployments(apps: Apps, namespace: str) -> list[dict[str, Any]]:
     """Every Deployment of the namespace, in pages of 500 read as plain JSON: 2 000
     Helm-shaped bodies as the client's models cost the test seconds of CPU on every poll,
-    and one list of them all outlasted a loaded apiserver's 60 s request timeout."""
+    and one list of them all outlasted a loaded apiserver's 60 s request timeout. A page
+    the apiserver could not serve yet (a 504 when its watch cache lags the continue
+    token's resourceVersion, a 410 when the token expired) starts the listing again."""
+    for _ in range(TRIES - 1):
+        try:
+            return _listed(apps, namespace)
+        except kubernetes.client.ApiException as error:
+            if error.status not in TRANSIENT:
+                raise
+            time.sleep(1)
+    return _listed(apps, namespace)
+
+
+def _listed(apps: Apps, namespace: str) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     token: str | None = None
     while True:
