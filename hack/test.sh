@@ -11,6 +11,8 @@ echo "== ruff"
 .venv/bin/ruff format --check src tests bench
 echo "== mypy"
 .venv/bin/mypy
+echo "== import-linter (the layers in docs/design.md)"
+.venv/bin/lint-imports
 echo "== pytest"
 # Each worker runs whole files against a control plane (and a real node) of its own: most of
 # the suite's time is waiting on wall-clock windows and probes, not CPU.

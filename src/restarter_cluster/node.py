@@ -25,14 +25,11 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import yaml
 
 from restarter_cluster import binaries, images, pki
-
-if TYPE_CHECKING:
-    from restarter_cluster.cluster import Cluster
 
 NAME = "real-node"
 #: Label on the node (set by its kubelet) and the key of its NoSchedule taint.
@@ -68,11 +65,33 @@ def node_id(directory: Path) -> str:
     return hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:8]
 
 
+class ControlPlane(Protocol):
+    """What a real node needs of the control plane it joins (``cluster.Cluster`` is one):
+    the node sits below the control plane and never imports it."""
+
+    @property
+    def directory(self) -> Path: ...
+
+    @property
+    def kubeconfig(self) -> Path: ...
+
+    @property
+    def ports(self) -> dict[str, int]: ...
+
+    def start_component(self, name: str, args: list[str]) -> None: ...
+
+    def poll(self, check: Callable[[], bool], what: str, deadline: float) -> None: ...
+
+    def kubectl(
+        self, *args: str, check: bool = True, input: str | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]: ...
+
+
 @dataclass
 class RealNode:
     """The real node of ``cluster``; its files live in ``<cluster dir>/node``."""
 
-    cluster: Cluster
+    cluster: ControlPlane
 
     @property
     def directory(self) -> Path:
