@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import many_sources, pacing, report, workload
+from bench import many_sources, pacing, report, window_memory, workload
 from bench.audit import AuditLog
 from bench.control_plane import AuditedCluster, api_client, fresh_workdir
 from bench.loading import Objects
@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["pacing"]:
         return pacing.main(argv[1:])
+    if argv[:1] == ["window-memory"]:
+        return window_memory.main(argv[1:])
     if argv[:1] == ["many-sources"]:
         return many_sources.main(argv[1:])
     if argv[:1] == ["report"]:

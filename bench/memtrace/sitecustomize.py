@@ -1,7 +1,8 @@
 """Imported at start-up by an operator run with ``bench/memtrace`` on PYTHONPATH.
 
 - ``BENCH_TRACEMALLOC=<file>``: traces Python allocations and, on SIGUSR1, writes the
-  biggest live ones (by call stack and by file) to that file. Slow: profiling only.
+  biggest live ones (by call stack and by file) to that file, and the whole snapshot
+  to ``<file>.snapshot`` (after a full collection). Slow: profiling only.
 - ``BENCH_MEMRAY=<file>``: memray tracks every allocation (Python and native) and writes,
   when the process exits, the allocations live at its high-water mark (memray's
   aggregated format: ``memray flamegraph`` or ``memray tree`` of that file).
@@ -13,6 +14,7 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import signal
 import sys
@@ -29,7 +31,9 @@ SAMPLE_INTERVAL = 0.5
 
 def _dump(signum: int, frame: FrameType | None) -> None:
     assert OUTPUT is not None
+    gc.collect()  # what is live, not what waits for the collector
     snapshot = tracemalloc.take_snapshot()
+    snapshot.dump(OUTPUT + ".snapshot")  # whole, for Snapshot.compare_to between phases
     with open(OUTPUT, "w") as out:
         total = sum(stat.size for stat in snapshot.statistics("filename"))
         out.write(f"traced live: {total / 2**20:.1f} MiB\n\n## by file\n")
