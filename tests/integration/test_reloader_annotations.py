@@ -1,8 +1,11 @@
 """Reloader's workload annotations, honoured with ``--reloader-annotations``: the cases of
-Reloader 1.4.14's own end-to-end tests (auto, typed auto, named and regex reload lists,
+Reloader's own end-to-end tests (auto, typed auto, named and regex reload lists,
 exclude, ignore on a source, search and match, annotations on the pod template), on the
 real control plane, with a window added: a workload that also carries
-``restarter.io/restart-at`` restarts in that window, the others at the default ``now``."""
+``restarter.io/restart-at`` restarts in that window, the others at the default ``now``.
+Then the rules where Reloader 1.4.21's code reads its annotations more strictly or more
+loosely than a plain reading would: every reload entry an expression ``^entry$``,
+``ignore`` only as the exact string "true" and only on a source, exclude lists first."""
 
 from __future__ import annotations
 
@@ -202,3 +205,84 @@ def test_without_the_setting_reloaders_annotations_opt_in_for_nothing(
     wait_for(lambda: len(replica_sets(apps, namespace, "own")) == 2, 30, message="restart")
     assert len(replica_sets(apps, namespace, "auto")) == 1
     assert pending(apps, namespace, "auto") == {}
+
+
+def test_reloader_1_4_21s_own_reading_of_entries_ignore_and_excludes(
+    cluster: Cluster, core: Core, apps: Apps, namespace: str, operator: OperatorFactory
+) -> None:
+    for body in (
+        source(SECRET, "db-prod"),
+        source(SECRET, "loud", {"reloader.stakater.com/ignore": "True"}),
+        source(SECRET, "quiet", {"reloader.stakater.com/ignore": "true"}),
+        source(SECRET, "cache"),
+    ):
+        core.create_namespaced_secret(namespace, body)
+    reload_list = "secret.reloader.stakater.com/reload"
+    workloads = [
+        # Not used by its pod template: selected by the expression ^db.prod$ alone.
+        workload("dotted", annotations={reload_list: "db.prod"}),
+        workload("loud-user", (SECRET, "loud"), annotations=AUTO),
+        workload("quiet-user", (SECRET, "quiet"), annotations=AUTO),
+        # Reloader reads ignore on sources only.
+        workload(
+            "ignore-on-workload",
+            (SECRET, "loud"),
+            annotations={**AUTO, "reloader.stakater.com/ignore": "true"},
+        ),
+        # An entry that is no expression is skipped; the others still count.
+        workload("bad-entry", annotations={reload_list: "db-(, cache"}),
+        # The exclude list is read before the reload list.
+        workload(
+            "excluded",
+            annotations={
+                reload_list: "cache",
+                "secrets.exclude.reloader.stakater.com/reload": "cache",
+            },
+        ),
+    ]
+    for body in workloads:
+        apps.create_namespaced_deployment(namespace, body)
+    names = [body["metadata"]["name"] for body in workloads]
+    wait_for(lambda: all(len(replica_sets(apps, namespace, name)) == 1 for name in names), 60)
+    operator(env=RELOADER)
+    for name in ("db-prod", "loud", "quiet", "cache"):
+        wait_for(
+            lambda name=name: restarter_annotations(core, namespace, SECRET, name),
+            30,
+            message=f"the baseline of {name}",
+        )
+
+    restarts = dict.fromkeys(names, 0)
+    steps = [
+        ("db-prod", {"dotted"}),
+        ("loud", {"loud-user", "ignore-on-workload"}),
+        ("quiet", set()),
+        ("cache", {"bad-entry"}),
+    ]
+    for name, restarted in steps:
+        change(core, namespace, SECRET, name, "2")
+        change_detected(core, namespace, name, 1)
+        for workload_name in restarted:
+            restarts[workload_name] += 1
+        wait_for(
+            lambda restarted=restarted: all(
+                len(replica_sets(apps, namespace, n)) == 1 + restarts[n] for n in restarted
+            ),
+            60,
+            message=f"the restarts for {name}",
+            describe=lambda: {n: len(replica_sets(apps, namespace, n)) for n in names},
+        )
+        for workload_name in names:
+            assert (
+                len(replica_sets(apps, namespace, workload_name)) == 1 + restarts[workload_name]
+            ), (name, workload_name)
+    assert restarts == {
+        "dotted": 1,
+        "loud-user": 1,
+        "quiet-user": 0,
+        "ignore-on-workload": 1,
+        "bad-entry": 1,
+        "excluded": 0,
+    }
+    assert pending(apps, namespace, "excluded") == {}
+    assert pending(apps, namespace, "quiet-user") == {}

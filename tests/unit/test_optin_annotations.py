@@ -1,5 +1,5 @@
 """Which sources a workload's annotations opt it in for (restarter's own, and Reloader's
-1.4.14 names when the operator honours them), and whose window applies."""
+1.4.21 rules when the operator honours them), and whose window applies."""
 
 from __future__ import annotations
 
@@ -82,7 +82,11 @@ def test_reloader_annotations_are_read_only_when_the_operator_honours_them() -> 
             },
             {"configmap/c", "configmap/x", "secret/app-1"},
         ),
-        ({"reloader.stakater.com/auto": "true", "reloader.stakater.com/ignore": "true"}, set()),
+        # Reloader reads ignore on sources only: on a workload it changes nothing.
+        (
+            {"reloader.stakater.com/auto": "true", "reloader.stakater.com/ignore": "true"},
+            {"secret/s", "configmap/c", "secret/app-1", "configmap/x"},
+        ),
     ],
     ids=[
         "auto",
