@@ -9,13 +9,26 @@ FROM ${BASE} AS build
 # Only for builders behind a TLS-inspecting proxy: a CA bundle for pip, mounted by the builder
 # (hack/build-image.sh does); unset, pip uses its own. Neither stays in the image.
 ARG PIP_CERT
+# Dependencies exactly as locked (uv.lock's export; hack/lock.sh): pip refuses any file whose
+# sha256 is not in it, and --no-deps lets nothing in that the lock does not name.
 RUN python3 -m venv /opt/restarter
+COPY requirements/runtime.txt requirements/build.txt /src/requirements/
+RUN /opt/restarter/bin/pip install --no-cache-dir --disable-pip-version-check \
+      --require-hashes --no-deps --only-binary :all: -r /src/requirements/runtime.txt
+# restarter's own wheel, built by the locked build backend in a throwaway venv, then installed
+# without dependencies (they are all in already).
 COPY pyproject.toml README.md /src/
 COPY src /src/src
+RUN python3 -m venv /opt/build \
+ && /opt/build/bin/pip install --no-cache-dir --disable-pip-version-check \
+      --require-hashes --no-deps --only-binary :all: -r /src/requirements/build.txt \
+ && /opt/build/bin/pip wheel --no-cache-dir --disable-pip-version-check \
+      --no-deps --no-build-isolation --wheel-dir /opt/wheels /src \
+ && /opt/restarter/bin/pip install --no-cache-dir --disable-pip-version-check \
+      --no-deps --no-index /opt/wheels/restarter-*.whl
 # Then drop what never runs: the Kubernetes client's asyncio copy (kubernetes.aio, 68 MB;
 # restarter uses the sync client and kopf its own) and the installers.
-RUN /opt/restarter/bin/pip install --no-cache-dir --disable-pip-version-check /src \
- && rm -rf /opt/restarter/lib/python3*/site-packages/kubernetes/aio \
+RUN rm -rf /opt/restarter/lib/python3*/site-packages/kubernetes/aio \
  && /opt/restarter/bin/python -m pip uninstall --yes --quiet pip setuptools
 
 FROM ${BASE}

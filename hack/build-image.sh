@@ -5,7 +5,8 @@
 # - the node's pause image and the test/demo app, from Debian's busybox-static.
 # Output: OCI archives in $RESTARTER_CACHE/images (default ~/.cache/restarter/images), tagged
 # localhost/<name>:<tag>; restarter's tag is the chart's appVersion. A second run with the same
-# sources builds nothing; a change to Dockerfile, pyproject.toml, README.md or src/ rebuilds it.
+# sources builds nothing; a change to Dockerfile, pyproject.toml, README.md, src/ or the locked
+# requirements/ (hack/lock.sh) rebuilds it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -42,7 +43,7 @@ fi
 IMAGE="localhost/restarter:$VERSION"
 ARCHIVE="$OUT/restarter-$VERSION.oci.tar"
 source_hash="$( (echo "$BASE"; tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner \
-  --exclude=__pycache__ --exclude='*.egg-info' -cf - Dockerfile .dockerignore pyproject.toml README.md src) \
+  --exclude=__pycache__ --exclude='*.egg-info' -cf - Dockerfile .dockerignore pyproject.toml README.md requirements src) \
   | sha256sum | cut -c1-16)"
 if [[ -f "$ARCHIVE" && "$(cat "$ARCHIVE.source" 2>/dev/null)" == "$source_hash" ]]; then
   echo "cached: $ARCHIVE"

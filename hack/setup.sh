@@ -25,10 +25,16 @@ PYTHON="${PYTHON:-python3}"
 if [[ ! -x .venv/bin/python ]]; then
   "$PYTHON" -m venv .venv
 fi
-stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+# The dev environment exactly as locked (requirements/dev.txt, uv.lock's export: every file's
+# sha256 checked, nothing the lock does not name), then restarter itself, editable, built by
+# the locked setuptools.
+stamp=".venv/.installed-$(cat pyproject.toml requirements/dev.txt | sha256sum | cut -c1-16)"
 if [[ ! -f "$stamp" ]]; then
-  .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e '.[dev]'
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check \
+    --require-hashes --no-deps -r requirements/dev.txt
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check \
+    --no-deps --no-build-isolation --no-index -e .
+  rm -f .venv/.installed-*
   touch "$stamp"
 fi
 
