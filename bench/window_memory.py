@@ -2,14 +2,15 @@
 
 Its own control plane. One Secret used by N Deployments (``--body realistic``: a Helm
 chart's shape, with its last-applied configuration). restarter runs under tracemalloc
-(``bench/memtrace``, 16 frames; slow, so the figures are for *where*, not *how fast*),
-pacing off. Each of ``--windows`` rounds: the Secret's data changes and its window is set
-far enough ahead for every stamp to land first; once all N wait, RSS and the live Python
-allocations are taken ("pending"); once all N restarted and their marks are gone, again
-("after"). Every snapshot is taken after a full garbage collection. The report gives RSS
-and traced MiB per phase and, between consecutive phases, the call stacks whose live
-memory grew most: memory kept per restarted workload shows there, and whether a second
-window adds to it (a leak) or not (a cost paid once per workload).
+(``bench/memtrace``, 16 frames, from the moment it is ready; slow, so the figures are for
+*where*, not *how fast*), pacing off. Each of ``--windows`` rounds: the Secret's data
+changes and its window is set far enough ahead for every stamp to land first; once all N
+wait, RSS and the live Python allocations are taken ("pending"); once all N restarted and
+their marks are gone, again ("after"). Every snapshot is taken after a full garbage
+collection. The report gives RSS and traced MiB per phase and, between consecutive phases,
+the call stacks whose live memory grew most: memory kept per restarted workload shows
+there, and whether a second window adds to it (a leak) or not (a cost paid once per
+workload).
 """
 
 from __future__ import annotations
@@ -135,6 +136,7 @@ def run(args: argparse.Namespace, cluster: AuditedCluster) -> dict[str, Any]:
     env = {
         "PYTHONPATH": os.pathsep.join(paths),
         "BENCH_TRACEMALLOC": str(trace),
+        "BENCH_TRACE_FROM_SIGNAL": "1",
         "BENCH_SAMPLE": str(args.workdir / "restarter.samples.tsv"),
     }
     flags = ["--namespace", NAMESPACE, "--timer-interval", f"{args.timer_interval:g}"]

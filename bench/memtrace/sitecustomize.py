@@ -2,7 +2,8 @@
 
 - ``BENCH_TRACEMALLOC=<file>``: traces Python allocations and, on SIGUSR1, writes the
   biggest live ones (by call stack and by file) to that file, and the whole snapshot
-  to ``<file>.snapshot`` (after a full collection). Slow: profiling only.
+  to ``<file>.snapshot`` (after a full collection). Slow: profiling only. With
+  ``BENCH_TRACE_FROM_SIGNAL=1`` tracing starts at the first SIGUSR1 (its dump is empty).
 - ``BENCH_MEMRAY=<file>``: memray tracks every allocation (Python and native) and writes,
   when the process exits, the allocations live at its high-water mark (memray's
   aggregated format: ``memray flamegraph`` or ``memray tree`` of that file).
@@ -27,10 +28,16 @@ OUTPUT = os.environ.get("BENCH_TRACEMALLOC")
 MEMRAY = os.environ.get("BENCH_MEMRAY")
 SAMPLE = os.environ.get("BENCH_SAMPLE", "").replace("%p", str(os.getpid()))
 SAMPLE_INTERVAL = 0.5
+FRAMES = 16
+#: Trace only from the first SIGUSR1 on: what grows after that moment, without tracing
+#: the imports and start-up (minutes under tracemalloc).
+FROM_SIGNAL = bool(os.environ.get("BENCH_TRACE_FROM_SIGNAL"))
 
 
 def _dump(signum: int, frame: FrameType | None) -> None:
     assert OUTPUT is not None
+    if not tracemalloc.is_tracing():
+        tracemalloc.start(FRAMES)  # BENCH_TRACE_FROM_SIGNAL: from the first dump on
     gc.collect()  # what is live, not what waits for the collector
     snapshot = tracemalloc.take_snapshot()
     snapshot.dump(OUTPUT + ".snapshot")  # whole, for Snapshot.compare_to between phases
@@ -67,7 +74,8 @@ def _sample(path: str) -> None:
 
 
 if OUTPUT:
-    tracemalloc.start(16)
+    if not FROM_SIGNAL:
+        tracemalloc.start(FRAMES)
     signal.signal(signal.SIGUSR1, _dump)
 
 if MEMRAY:
