@@ -71,6 +71,37 @@ def restarter_annotations(core: Core, namespace: str, kind: str, name: str) -> l
     return [k for k in (read(name, namespace).metadata.annotations or {}) if "restarter" in k]
 
 
+def change_each(
+    core: Core,
+    apps: Apps,
+    namespace: str,
+    names: list[str],
+    steps: list[tuple[tuple[str, str], set[str]]],
+) -> dict[str, int]:
+    """Change each source in turn and wait for the workloads it must restart; after each
+    change, no other workload has restarted. The restarts of each workload."""
+    restarts = dict.fromkeys(names, 0)
+    for (kind, name), restarted in steps:
+        change(core, namespace, kind, name, "2")
+        change_detected(core, namespace, name, 1)
+        for workload_name in restarted:
+            restarts[workload_name] += 1
+        wait_for(
+            lambda restarted=restarted: all(
+                len(replica_sets(apps, namespace, n)) == 1 + restarts[n] for n in restarted
+            ),
+            60,
+            message=f"the restarts for {name}",
+            describe=lambda: {n: len(replica_sets(apps, namespace, n)) for n in names},
+        )
+        # Every stamp of the change was answered before ChangeDetected: nothing else moves.
+        for workload_name in names:
+            assert (
+                len(replica_sets(apps, namespace, workload_name)) == 1 + restarts[workload_name]
+            ), (name, workload_name)
+    return restarts
+
+
 SECRET, CONFIGMAP = "secret", "configmap"
 CM, SEC = (CONFIGMAP, "cm"), (SECRET, "sec")
 
@@ -128,37 +159,21 @@ def test_reloaders_annotation_cases_restart_what_reloader_would_in_a_window(
             message=f"the baseline of {name}",
         )
 
-    restarts = dict.fromkeys(names, 0)
-    steps = [
-        (CM, {"auto", "cm-auto", "named", "pod-template"}),
-        (SEC, {"auto", "secret-auto", "exclude"}),
-        ((CONFIGMAP, "app-config-1"), {"regex"}),
-        ((SECRET, "ignored"), set()),
-        ((CONFIGMAP, "matched"), {"search"}),
-        ((CONFIGMAP, "unmatched"), set()),
-    ]
     change(core, namespace, CONFIGMAP, "other", "2")  # nobody's: never read, never written
-    for (kind, name), restarted in steps:
-        change(core, namespace, kind, name, "2")
-        change_detected(core, namespace, name, 1)
-        for workload_name in restarted:
-            restarts[workload_name] += 1
-        wait_for(
-            lambda restarted=restarted: all(
-                len(replica_sets(apps, namespace, n)) == 1 + restarts[n] for n in restarted
-            ),
-            60,
-            message=f"the restarts for {name}",
-            describe=lambda: {n: len(replica_sets(apps, namespace, n)) for n in names},
-        )
-        # Every stamp of the change was answered before ChangeDetected: nothing else moves.
-        for workload_name in names:
-            assert (
-                len(replica_sets(apps, namespace, workload_name)) == 1 + restarts[workload_name]
-            ), (
-                name,
-                workload_name,
-            )
+    restarts = change_each(
+        core,
+        apps,
+        namespace,
+        names,
+        [
+            (CM, {"auto", "cm-auto", "named", "pod-template"}),
+            (SEC, {"auto", "secret-auto", "exclude"}),
+            ((CONFIGMAP, "app-config-1"), {"regex"}),
+            ((SECRET, "ignored"), set()),
+            ((CONFIGMAP, "matched"), {"search"}),
+            ((CONFIGMAP, "unmatched"), set()),
+        ],
+    )
 
     assert restarts == {
         "auto": 2,
@@ -252,30 +267,18 @@ def test_reloader_1_4_21s_own_reading_of_entries_ignore_and_excludes(
             message=f"the baseline of {name}",
         )
 
-    restarts = dict.fromkeys(names, 0)
-    steps = [
-        ("db-prod", {"dotted"}),
-        ("loud", {"loud-user", "ignore-on-workload"}),
-        ("quiet", set()),
-        ("cache", {"bad-entry"}),
-    ]
-    for name, restarted in steps:
-        change(core, namespace, SECRET, name, "2")
-        change_detected(core, namespace, name, 1)
-        for workload_name in restarted:
-            restarts[workload_name] += 1
-        wait_for(
-            lambda restarted=restarted: all(
-                len(replica_sets(apps, namespace, n)) == 1 + restarts[n] for n in restarted
-            ),
-            60,
-            message=f"the restarts for {name}",
-            describe=lambda: {n: len(replica_sets(apps, namespace, n)) for n in names},
-        )
-        for workload_name in names:
-            assert (
-                len(replica_sets(apps, namespace, workload_name)) == 1 + restarts[workload_name]
-            ), (name, workload_name)
+    restarts = change_each(
+        core,
+        apps,
+        namespace,
+        names,
+        [
+            ((SECRET, "db-prod"), {"dotted"}),
+            ((SECRET, "loud"), {"loud-user", "ignore-on-workload"}),
+            ((SECRET, "quiet"), set()),
+            ((SECRET, "cache"), {"bad-entry"}),
+        ],
+    )
     assert restarts == {
         "dotted": 1,
         "loud-user": 1,
