@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from restarter.model.optin import OptIn, opt_in, reload_expression
+from restarter.model.optin import OptIn, invalid_entries_message, opt_in, reload_expression
 
 RELOADER = "reloader.stakater.com"
 
@@ -153,3 +153,14 @@ def test_search_chosen_per_kind_too() -> None:
     match: dict[str, Any] = {f"{RELOADER}/match": "true"}
     assert not selects(optin, "secret", "db", match)
     assert selects(optin, "configmap", "c", match)
+
+
+def test_the_warning_names_each_invalid_entry_its_annotation_and_why() -> None:
+    optin = optin_of({f"secret.{RELOADER}/reload": "db-(,ok", f"configmap.{RELOADER}/reload": "["})
+    assert optin is not None
+    message = invalid_entries_message(optin)
+    assert f"secret.{RELOADER}/reload entry 'db-(' is not a regular expression (missing )" in (
+        message
+    )
+    assert f"configmap.{RELOADER}/reload entry '['" in message
+    assert message.endswith("skipped, the other entries still count")

@@ -224,3 +224,13 @@ def opt_in(
     if own:
         return OptIn(window, frozenset({SECRET, CONFIGMAP}))
     return None
+
+
+def invalid_entries_message(optin: OptIn) -> str:
+    """What a workload hears about reload list entries that are no regular expression:
+    each entry, its annotation and why, and that the entry is skipped."""
+    entries = "; ".join(
+        f"{RELOADER_RELOAD[kind]} entry {entry!r} is not a regular expression ({error})"
+        for kind, entry, error in optin.invalid
+    )
+    return f"{entries}: skipped, the other entries still count"
