@@ -33,7 +33,7 @@ from bench.control_plane import AuditedCluster, api_client, fresh_workdir
 from bench.processes import OperatorProcess
 from bench.stats import median, spread
 from restarter.model import keys
-from restarter.restarting.rollouts import Progress, progress
+from restarter.model.progress import Progress, progress
 
 log = logging.getLogger("bench.pacing")
 NAMESPACE = "bench-pacing"

@@ -1,5 +1,5 @@
 import sys
 
-from restarter.runtime.main import main
+from restarter.main import main
 
 sys.exit(main())

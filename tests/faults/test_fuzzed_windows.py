@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from restarter.model import keys, windows
 from restarter.model.schedule import ScheduleError
-from restarter.runtime import settings as restarter_settings
+from restarter.services import settings as restarter_settings
 from restarter_cluster.cluster import Cluster
 from tests.conftest import Operator, wait_for
 from tests.faults import NO_PACING

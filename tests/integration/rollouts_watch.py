@@ -11,7 +11,7 @@ from typing import Any
 import kubernetes
 
 from restarter.model import keys
-from restarter.restarting.rollouts import Progress, progress
+from restarter.model.progress import Progress, progress
 
 
 class Rollouts:

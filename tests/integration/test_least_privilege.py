@@ -25,12 +25,12 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from restarter.commands.release_plan import release_patch
+from restarter.main import kopf_settings
 from restarter.model import checksums, decisions, keys, windows
+from restarter.model.finalizers import release_patch
 from restarter.model.references import CLIENT_STEMS
-from restarter.runtime import settings as settings_module
-from restarter.runtime.kube import MERGE_PATCH, Api, Conflict
-from restarter.runtime.main import kopf_settings
+from restarter.services import settings as settings_module
+from restarter.services.kube import MERGE_PATCH, Api, Conflict
 from restarter_cluster import binaries
 from restarter_cluster.cluster import Cluster
 from tests.chart_identity import (

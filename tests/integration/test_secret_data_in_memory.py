@@ -25,11 +25,11 @@ import kubernetes
 
 from restarter.cluster.reference_map import ReferenceMap, references_of
 from restarter.model import keys
-from restarter.restarting import posting
 from restarter.restarting.checking import SourceChecks
 from restarter.restarting.stamping import SourceContext, SourceTurns
-from restarter.runtime import settings as settings_module
-from restarter.runtime.kube import Api, client_for
+from restarter.services import events
+from restarter.services import settings as settings_module
+from restarter.services.kube import Api, client_for
 from restarter_cluster.cluster import Cluster
 from tests.chart_identity import ChartIdentities
 from tests.conftest import wait_for
@@ -121,7 +121,7 @@ def test_after_a_check_the_new_value_of_a_secret_is_in_no_live_object(
             in_sync,
             recorded,
             log,
-            posting.ApiPoster(api),
+            events.ApiPoster(api),
             turns,
         )
 

@@ -40,8 +40,8 @@ from restarter.model.decisions import admit_patch, decide_restart, stamp_patch
 from restarter.model.windows import WindowRequest
 from restarter.restarting.pacing import Pacer
 from restarter.restarting.ticking import TimerContext, restart_when_due, timer_wanted
-from restarter.runtime.kube import Api, Conflict
-from restarter.runtime.settings import Settings
+from restarter.services.kube import Api, Conflict
+from restarter.services.settings import Settings
 from tests.conftest import wait_for
 from tests.faults.test_sigkill_fan_out import replica_sets_per_owner
 from tests.integration.factories import deployment

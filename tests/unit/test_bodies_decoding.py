@@ -11,8 +11,8 @@ import pytest
 
 from restarter.cluster.reference_map import uses_of
 from restarter.model import bodies, decisions, keys
+from restarter.model.progress import progress
 from restarter.model.references import rollout_workload_ref
-from restarter.restarting.rollouts import progress
 
 NOW = dt.datetime(2026, 12, 6, 12, 0, tzinfo=dt.UTC)
 

@@ -21,7 +21,7 @@ from restarter.model.decisions import (
     stamp_patch,
 )
 from restarter.model.windows import WindowRequest
-from restarter.runtime.settings import Settings
+from restarter.services.settings import Settings
 
 HOUR = dt.timedelta(hours=1)
 SETTINGS = Settings(timezone="UTC", window_length=HOUR)

@@ -25,7 +25,7 @@ from restarter.model.decisions import (
     stamp_patch,
 )
 from restarter.model.windows import WindowRequest
-from restarter.runtime.settings import Settings
+from restarter.services.settings import Settings
 
 UTC = pytz.UTC
 WARSAW = pytz.timezone("Europe/Warsaw")

@@ -12,14 +12,14 @@ import pytz
 
 from restarter.model import keys
 from restarter.model.decisions import Action, admit_patch, decide_restart
+from restarter.model.progress import Progress, progress
 from restarter.model.references import (
     api_version,
     references,
     rollout_workload_ref,
     with_template,
 )
-from restarter.restarting.rollouts import Progress, progress
-from restarter.runtime.settings import Settings
+from restarter.services.settings import Settings
 
 WARSAW = pytz.timezone("Europe/Warsaw")
 SETTINGS = Settings(timezone="Europe/Warsaw", window_length=dt.timedelta(hours=1))

@@ -18,7 +18,7 @@ import kubernetes
 import pytest
 import urllib3
 
-from restarter.runtime import kube
+from restarter.services import kube
 from tests.integration.proxy import CuttableProxy
 
 
@@ -61,7 +61,7 @@ def test_a_stalled_pool_costs_one_timeout_and_the_retry_opens_a_new_connection(
     _read_in_parallel(api, 4)
     assert proxy.accepted == 4  # four connections wait in the pool
     assert proxy.stall() == 4
-    with caplog.at_level(logging.WARNING, logger="restarter.runtime.kube"):
+    with caplog.at_level(logging.WARNING, logger="restarter.services.kube"):
         assert api.read_source("configmap", "x", "y") == {
             "kind": "ConfigMap",
             "metadata": {"name": "y"},

@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from restarter.model import keys
-from restarter.restarting.pacing import Limits, Pacer, free_starts
-from restarter.restarting.rollouts import Progress, progress
+from restarter.model.limits import Limits, free_starts
+from restarter.model.progress import Progress, progress
+from restarter.restarting.pacing import Pacer
 
 NOW = 1_800_000_000.0
 

@@ -8,14 +8,14 @@ import sys
 
 import pytest
 
-from restarter.restarting.pacing import Limits
-from restarter.runtime.settings import SettingsError, build
+from restarter.model.limits import Limits, free_starts
+from restarter.services.settings import SettingsError, build
 
 
 def test_pacing_is_on_by_default_with_limits_a_cluster_survives() -> None:
     settings = build([], {})
     assert settings.pacing == Limits(max_in_flight=10, max_per_minute=30, rollout_timeout=600)
-    assert settings.pacing.enabled
+    assert free_starts(in_flight=0, started=0, limits=settings.pacing) == 10
     assert (settings.metrics_port, settings.leader_election) == (0, False)
 
 
@@ -42,7 +42,7 @@ def test_each_setting_comes_from_its_variable(
 
 def test_both_limits_zero_turn_pacing_off() -> None:
     settings = build(["--max-in-flight", "0", "--max-per-minute", "0"], {})
-    assert not settings.pacing.enabled
+    assert free_starts(in_flight=99, started=99, limits=settings.pacing) is None
 
 
 @pytest.mark.parametrize(

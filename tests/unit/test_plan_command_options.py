@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from restarter import main as main_module
 from restarter.commands import plan
 from restarter.commands.plan import PlanOptions, parse_options
-from restarter.runtime import main as main_module
 
 
 def test_defaults_follow_the_operators_variables() -> None:

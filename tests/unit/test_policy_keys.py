@@ -20,11 +20,11 @@ import kopf
 import pytest
 
 import restarter
-from restarter.commands.release_plan import release_patch
+from restarter.main import kopf_settings
 from restarter.model import checksums, decisions, keys
+from restarter.model.finalizers import release_patch
 from restarter.model.windows import WindowRequest
-from restarter.runtime import settings as settings_module
-from restarter.runtime.main import kopf_settings
+from restarter.services import settings as settings_module
 
 REPO = Path(__file__).resolve().parents[2]
 WRITTEN_FILE = REPO / "charts" / "restarter" / "files" / "written-keys.json"
@@ -298,7 +298,7 @@ def test_kopfs_writes_stay_under_the_declared_names() -> None:
 def test_kopf_runs_standalone_so_it_writes_no_peering_objects() -> None:
     """kopf's peering would create and patch KopfPeering objects; restarter elects its
     acting replica through its own Lease instead."""
-    tree = ast.parse((SOURCE_DIR / "runtime" / "main.py").read_text())
+    tree = ast.parse((SOURCE_DIR / "main.py").read_text())
     [run] = [
         node
         for node in ast.walk(tree)

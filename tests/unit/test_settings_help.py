@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from restarter.runtime import main as main_module
-from restarter.runtime.settings import build
+from restarter import main as main_module
+from restarter.services.settings import build
 
 CHART_DEPLOYMENT = (
     Path(__file__).parents[2] / "charts" / "restarter" / "templates" / "deployment.yaml"

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from restarter.runtime.settings import Settings, SettingsError, build
+from restarter.services.settings import Settings, SettingsError, build
 
 LIVENESS = "http://0.0.0.0:8080/healthz"
 

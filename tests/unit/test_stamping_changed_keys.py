@@ -18,8 +18,9 @@ import pytest
 from restarter.cluster.reference_map import ReferenceMap, references_of
 from restarter.model import decisions, keys, windows
 from restarter.model.checksums import checksum, key_digests, new_salt, read_key_digests
-from restarter.restarting import posting, stamping
-from restarter.runtime.settings import Settings
+from restarter.restarting import stamping
+from restarter.services import events
+from restarter.services.settings import Settings
 
 NOW = dt.datetime(2025, 1, 1, 10, 0, tzinfo=dt.UTC)
 SALT = new_salt(b"\x07" * 16)
@@ -55,17 +56,17 @@ def posted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
     def event(obj: Any, *, type: str, reason: str, message: str) -> None:
         found.append((obj["metadata"]["name"], reason, message))
 
-    monkeypatch.setattr(posting, "event", event)
+    monkeypatch.setattr(events, "event", event)
     # The stamping threads post each workload's Event through the API themselves.
     monkeypatch.setattr(
-        posting.ApiPoster,
+        events.ApiPoster,
         "event",
         lambda self, obj, *, type, reason, message: event(
             obj, type=type, reason=reason, message=message
         ),
     )
     monkeypatch.setattr(
-        posting,
+        events,
         "warn",
         lambda obj, *, reason, message: event(obj, type="W", reason=reason, message=message),
     )

@@ -31,8 +31,9 @@ from restarter.model.checksums import (
     new_salt,
     read_key_digests,
 )
-from restarter.restarting import posting, stamping
-from restarter.runtime.settings import Settings
+from restarter.restarting import stamping
+from restarter.services import events
+from restarter.services.settings import Settings
 from tests.unit.test_stamping_changed_keys import RecordingApi
 
 NOW = dt.datetime(2025, 1, 1, 10, 0, tzinfo=dt.UTC)
@@ -75,9 +76,9 @@ def posted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str, str]]:
     def event(obj: Any, *, type: str, reason: str, message: str) -> None:
         found.append((obj["metadata"]["name"], type, reason, message))
 
-    monkeypatch.setattr(posting, "event", event)
+    monkeypatch.setattr(events, "event", event)
     monkeypatch.setattr(
-        posting,
+        events,
         "warn",
         lambda obj, *, reason, message: event(obj, type="Warning", reason=reason, message=message),
     )

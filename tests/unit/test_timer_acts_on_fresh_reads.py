@@ -19,10 +19,11 @@ from prometheus_client import REGISTRY
 from restarter.cluster.seen_marks import SeenMarks
 from restarter.model import keys
 from restarter.model.windows import WindowRequest
-from restarter.restarting import posting, ticking
+from restarter.restarting import ticking
 from restarter.restarting.pacing import Pacer
-from restarter.runtime.kube import Conflict
-from restarter.runtime.settings import Settings
+from restarter.services import events as event_path
+from restarter.services.kube import Conflict
+from restarter.services.settings import Settings
 
 HOUR = dt.timedelta(hours=1)
 SETTINGS = Settings(timezone="UTC", window_length=HOUR)
@@ -80,7 +81,7 @@ class ScriptedApi:
 def events(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     posted: list[str] = []
     monkeypatch.setattr(
-        posting, "event", lambda obj, *, type, reason, message: posted.append(reason)
+        event_path, "event", lambda obj, *, type, reason, message: posted.append(reason)
     )
     return posted
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from restarter.model import keys
+from restarter.model.resource_versions import compare_versions
 from restarter.restarting.ticking import release, released, timer_wanted
-from restarter.runtime.kube import compare_versions
 
 PENDING = {keys.pending_key("secret", "db"): "1796000000"}
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from restarter.cluster.workload_watching import PAGE_SIZE, WATCH_TIMEOUT, ListWatch
 from restarter.model.namespaces import NamespaceSelector
-from restarter.runtime.kube import Api
+from restarter.services.kube import Api
 
 log = logging.getLogger(__name__)
 

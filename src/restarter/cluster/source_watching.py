@@ -22,7 +22,7 @@ from restarter.cluster.reference_map import ReferenceMap
 from restarter.cluster.workload_watching import PAGE_SIZE, WATCH_TIMEOUT, ListWatch
 from restarter.model import keys
 from restarter.model.references import SOURCE_KINDS
-from restarter.runtime.kube import Api
+from restarter.services.kube import Api
 
 log = logging.getLogger(__name__)
 

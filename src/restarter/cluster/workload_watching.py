@@ -21,9 +21,6 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from kubernetes.client.exceptions import ApiException
-from kubernetes.watch.watch import iter_resp_lines
-
 from restarter.cluster.reference_map import ReferenceMap, uses_of
 from restarter.model import bodies
 from restarter.model.optin import OptIn
@@ -34,7 +31,7 @@ from restarter.model.references import (
     rollout_workload_ref,
     with_template,
 )
-from restarter.runtime.kube import Api
+from restarter.services.kube import Api, ApiError, stream_lines
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +144,7 @@ class ListWatch:
         while True:
             try:
                 listed, resource_version = self._pages()
-            except ApiException as error:
+            except ApiError as error:
                 if error.status != 410:
                     raise
                 log.info(f"{self.resource} in {self.scope}: list expired mid-way; listing again")
@@ -172,7 +169,7 @@ class ListWatch:
         """Take watch events until the server ends the watch; the last version seen."""
         try:
             response = self.open_watch(resource_version)
-        except ApiException as error:
+        except ApiError as error:
             if error.status == 410:
                 raise Gone() from None
             raise
@@ -347,13 +344,13 @@ class RolloutStream(Stream):
 
 
 def _events(response: Any, decode: Callable[[str], dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
+    for line in stream_lines(response):
         if line:
             yield decode(line)
 
 
 def _describe(error: Exception) -> str:
-    if isinstance(error, ApiException):
+    if isinstance(error, ApiError):
         return f"API error {error.status} {error.reason}"
     return f"{type(error).__name__}: {error}"
 

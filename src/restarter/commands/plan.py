@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import logging
 import os
 import sys
@@ -16,17 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import kubernetes
-import urllib3
-from kubernetes.client.exceptions import ApiException
-
 from restarter.commands import planning
 from restarter.model.references import ROLLOUTS, WORKLOAD_KINDS
 from restarter.model.schedule import ScheduleError, parse_length, parse_zone
 from restarter.model.windows import format_length
-from restarter.runtime import kube
-from restarter.runtime.kube import Api
-from restarter.runtime.settings import Settings
+from restarter.services import kube
+from restarter.services.kube import Api
+from restarter.services.settings import Settings
 
 COMMAND = "plan"
 DESCRIPTION = "List pending workloads: the sources they wait for and their next restart."
@@ -99,26 +94,11 @@ def parse_options(argv: Sequence[str], env: Mapping[str, str]) -> PlanOptions:
 def _connect(kubeconfig: str | None) -> tuple[Api, str]:
     """An Api from the kubeconfig, and its current context's namespace (or ``default``)."""
     try:
-        _, current = kubernetes.config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig
-        )
-        client = kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig, persist_config=False
-        )
-    except (kubernetes.config.ConfigException, OSError, ValueError) as error:
+        client, namespace = kube.client_from_kubeconfig(kubeconfig)
+    except kube.KubeconfigError as error:
         where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
         raise PlanError(f"cannot load the kubeconfig {where}: {error}") from None
-    namespace = ((current or {}).get("context") or {}).get("namespace") or "default"
     return Api(client), namespace
-
-
-def _api_message(error: ApiException) -> str:
-    """The API server's own one-line message (``... is forbidden: ...``) when it sent one."""
-    try:
-        message = json.loads(error.body or "").get("message")
-    except (ValueError, AttributeError):
-        message = None
-    return str(message or f"{error.status} {error.reason}")
 
 
 def list_pending(api: Api, namespace: str | None) -> list[tuple[str, dict[str, Any]]]:
@@ -131,9 +111,9 @@ def list_pending(api: Api, namespace: str | None) -> list[tuple[str, dict[str, A
             if plural == ROLLOUTS and not api.served(plural):
                 continue
             found += [(plural, item) for item in api.list_workloads(plural, namespace)]
-        except ApiException as error:
-            raise PlanError(f"cannot list {plural} {where}: {_api_message(error)}") from None
-        except urllib3.exceptions.HTTPError as error:
+        except kube.ApiError as error:
+            raise PlanError(f"cannot list {plural} {where}: {kube.api_message(error)}") from None
+        except kube.Unreachable as error:
             raise PlanError(f"cannot reach the API server: {error}") from None
     return found
 

@@ -35,7 +35,7 @@ from typing import Any
 from restarter.model import decisions, keys, windows
 from restarter.model.references import WORKLOAD_KINDS
 from restarter.model.schedule import ScheduleError, next_restart, parse_zone
-from restarter.runtime.settings import Settings
+from restarter.services.settings import Settings
 
 WAITING = "waiting"  # the next restart is in the future
 DUE = "due"  # a window is open: the operator's next tick restarts it

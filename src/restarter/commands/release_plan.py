@@ -11,20 +11,11 @@ import argparse
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from restarter.model.references import CLIENT_STEMS
-from restarter.model.references import WORKLOAD_KINDS as RESTARTED_KINDS
 from restarter.model.schedule import ScheduleError, parse_length
 
 COMMAND = "release-finalizers"
 DESCRIPTION = "Stop the operator, then remove its finalizer from every workload."
-
-#: Workload kinds a pending timer may hold: (name printed, kubernetes client suffix; for a
-#: Rollout, a custom resource, its plural).
-WORKLOAD_KINDS = tuple(
-    (kind.lower(), CLIENT_STEMS.get(plural, plural)) for plural, kind in RESTARTED_KINDS.items()
-)
 
 
 class ReleaseOptionsError(ValueError):
@@ -75,23 +66,3 @@ def parse_options(argv: Sequence[str]) -> ReleaseOptions:
         namespaces=tuple(dict.fromkeys(args.namespaces or ())),
         timeout=timeout,
     )
-
-
-def release_patch(finalizers: Sequence[str] | None, finalizer: str) -> list[dict[str, Any]] | None:
-    """A JSON patch removing ``finalizer``, or None if it is not there.
-
-    The ``test`` makes the patch fail (422) if the list changed since it was read, so a
-    finalizer another controller added meanwhile is never dropped; other changes to the
-    object (status, annotations) do not conflict.
-    """
-    current = list(finalizers or ())
-    if finalizer not in current:
-        return None
-    return [
-        {"op": "test", "path": "/metadata/finalizers", "value": current},
-        {
-            "op": "replace",
-            "path": "/metadata/finalizers",
-            "value": [item for item in current if item != finalizer],
-        },
-    ]

@@ -24,8 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from restarter.model import decisions
 from restarter.model.references import ROLLOUTS, WORKLOAD_KINDS, WorkloadKey
-from restarter.runtime import metrics
-from restarter.runtime.kube import Api, Conflict
+from restarter.services import metrics
+from restarter.services.kube import Api, Conflict
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from restarter.model.references import WORKLOAD_KINDS, WorkloadKey, workload_key
 from restarter.model.windows import WindowDefaults
 from restarter.restarting.admitting import Admissions
 from restarter.restarting.pacing import Pacer
-from restarter.runtime import metrics
-from restarter.runtime.kube import Api, Conflict
+from restarter.services import metrics
+from restarter.services.kube import Api, Conflict
 
 log = logging.getLogger(__name__)
 

@@ -24,10 +24,9 @@ from restarter.model.references import (
     api_version,
 )
 from restarter.model.schedule import ScheduleError, next_restart, parse_zone
-from restarter.restarting import posting
-from restarter.runtime import metrics
-from restarter.runtime.kube import Api
-from restarter.runtime.settings import Settings
+from restarter.services import events, metrics
+from restarter.services.kube import Api
+from restarter.services.settings import Settings
 
 #: Stamps in flight at once for one change (below kube.POOL_SIZE connections).
 STAMP_CONCURRENCY = 16
@@ -87,7 +86,7 @@ class SourceContext:
     logger: logging.Logger | logging.LoggerAdapter[Any]
     """kopf's logger of this source (restarter's own for a source kopf does not watch)."""
 
-    poster: posting.Poster = posting.KOPF
+    poster: events.Poster = events.KOPF
     """How Events are posted: kopf's queue in its handlers, the API outside them."""
 
     turns: SourceTurns | None = None
@@ -510,7 +509,7 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
     token = keys.source_token(kind, name)
     # The stamping threads post their Events themselves, one request each beside the
     # stamp: nothing queues up behind a fan-out to thousands (kopf's queue is unbounded).
-    events = posting.ApiPoster(api)
+    poster = events.ApiPoster(api)
 
     def stamp(dependent: tuple[str, str]) -> str | Exception | None:
         """Stamp one dependent and post its Event; what became of it (``STAMPED``,
@@ -532,7 +531,7 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
         asked_for = requests[dependent]
         when = next_restart(asked_for.window(), now, decisions.last_restart(annotations, now))
         try:
-            events.event(
+            poster.event(
                 reference,
                 type="Normal",
                 reason="RestartScheduled",

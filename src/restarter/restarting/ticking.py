@@ -14,10 +14,11 @@ from restarter.cluster.seen_marks import SeenMarks
 from restarter.model import decisions, keys
 from restarter.model.decisions import Action
 from restarter.model.references import WORKLOAD_KINDS, WorkloadKey, workload_key
-from restarter.restarting import pacing, posting
-from restarter.runtime import metrics
-from restarter.runtime.kube import Api, Conflict, compare_versions
-from restarter.runtime.settings import Settings
+from restarter.model.resource_versions import compare_versions
+from restarter.restarting import pacing
+from restarter.services import events, metrics
+from restarter.services.kube import Api, Conflict
+from restarter.services.settings import Settings
 
 #: Memo key of a timer whose workload this operator has restarted (or cleared): marks,
 #: label and finalizer are gone, so kopf's label-selected watch reports it DELETED, with
@@ -116,13 +117,13 @@ def _decide(
         if problem not in reported:
             reported.add(problem)
             logger.warning(f"ignoring pending mark {problem}")
-            posting.warn(workload, reason="InvalidPendingMark", message=problem)
+            events.warn(workload, reason="InvalidPendingMark", message=problem)
     if decision.action is Action.PAUSED:
         if not memo.get("reported_paused"):
             memo["reported_paused"] = True
             message = f"restart due but the {timer.kind} is paused; it stays pending until resumed"
             logger.info(message)
-            posting.event(workload, type="Normal", reason="RestartDeferred", message=message)
+            events.event(workload, type="Normal", reason="RestartDeferred", message=message)
         return None
     memo.pop("reported_paused", None)
     if decision.action in (Action.RESTART, Action.WAIT, *CLEARING):
@@ -152,7 +153,7 @@ def _report_deferral(
         f"window closed before pacing let the restart start ({refused[1]}); still pending{upcoming}"
     )
     timer.logger.info(message)
-    posting.event(workload, type="Normal", reason="RestartDeferred", message=message)
+    events.event(workload, type="Normal", reason="RestartDeferred", message=message)
     metrics.RESTARTS.labels(timer.kind, "deferred").inc()
 
 
@@ -305,7 +306,7 @@ def _report_restart(
         f"restartedAt {at.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
     )
     timer.logger.info(message)
-    posting.event(restarted, type="Normal", reason="Restarted", message=message)
+    events.event(restarted, type="Normal", reason="Restarted", message=message)
 
 
 def _report_clear(
@@ -323,4 +324,4 @@ def _report_clear(
             "mark dropped, nothing restarted"
         )
     timer.logger.info(message)
-    posting.event(cleared, type="Normal", reason="RestartSkipped", message=message)
+    events.event(cleared, type="Normal", reason="RestartSkipped", message=message)

@@ -1,0 +1,140 @@
+"""``restarter``: load settings, build the handlers, run kopf; or run a subcommand (``plan``,
+``release-finalizers``)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+
+import kopf
+from kopf._cogs.structs.references import Insights  # kopf.run's insights; not re-exported
+
+from restarter.commands import plan, release_finalizers, release_plan
+from restarter.model import keys
+from restarter.model.references import WORKLOAD_APIS, WORKLOAD_KINDS
+from restarter.operator.handlers import build_registry
+from restarter.services import leadership, metrics
+from restarter.services import settings as settings_module
+from restarter.services.kube import CONNECT_TIMEOUT, Api, load_client
+from restarter.services.settings import Settings, SettingsError
+
+#: The subcommands (the first word only), as ``restarter --help`` lists them.
+COMMANDS = (
+    (plan.COMMAND, plan.DESCRIPTION),
+    (release_plan.COMMAND, f"{release_plan.DESCRIPTION} Helm's pre-delete hook runs it."),
+)
+
+
+#: kopf's Event-posting workers at once (each one a connection to the apiserver).
+POSTING_WORKERS = 8
+
+
+def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
+    """kopf's settings: server-side label selectors, our finalizer, no state on sources."""
+    operator = kopf.OperatorSettings()
+    operator.watching.label_selectors["v1", "secrets"] = keys.RESTART_AT_LABEL
+    operator.watching.label_selectors["v1", "configmaps"] = keys.RESTART_AT_LABEL
+    # kopf sees only pending workloads (its timers, finalizer and per-object memory);
+    # who uses which source comes from restarter's own reference map instead.
+    for plural in WORKLOAD_KINDS:
+        group, _ = WORKLOAD_APIS[plural]
+        operator.watching.label_selectors[group, plural] = keys.PENDING_LABEL
+    operator.watching.chunk_size = 500
+    # Only built-in resources in exact namespaces: no need to watch CRDs or namespaces,
+    # so RBAC needs no access to either.
+    operator.scanning.disabled = True
+    operator.persistence.finalizer = keys.FINALIZER
+    operator.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=keys.KOPF_PREFIX)
+    operator.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=keys.KOPF_PREFIX, key="last-handled-configuration"
+    )
+    operator.posting.reporting_component = "restarter"
+    operator.posting.level = logging.INFO
+    # kopf posts each object's Events from a worker of its own, each on a TLS connection of
+    # its own (its aiohttp connector has no limit), and every such connection holds a
+    # 256 KiB read buffer: unbounded, a fan-out stamping 10 000 workloads opened hundreds
+    # at once (214 MiB of buffers at the peak, memray). A few workers post fast enough.
+    operator.posting.worker_limit = POSTING_WORKERS
+    # Threads for sync handlers and, through the default executor, for the blocking calls
+    # of the async ones (handlers.share_threads): restarts and stamps in parallel.
+    operator.execution.max_workers = 16
+    # kopf's own requests (aiohttp). Its default is 300 s for a whole request and no limit
+    # on connecting: a request on a connection that died silently would wait 5 min. 30 s
+    # covers API Priority and Fairness' longest queueing (15 s) and a page of a list;
+    # aiohttp closes connections idle over 15 s, which keeps such deaths rare.
+    operator.networking.connect_timeout = CONNECT_TIMEOUT
+    operator.networking.request_timeout = 30
+    # Its watches: the apiserver ends each after 5 min (as restarter's own, instead of a
+    # random 30 to 60 min), and kopf gives one up 30 s after that if its end never came.
+    # A watch silent for longer than kopf's inactivity_timeout (70 s; bookmarks come every
+    # minute) is opened again, which is how a dead one is noticed.
+    operator.watching.connect_timeout = CONNECT_TIMEOUT
+    operator.watching.server_timeout = 300
+    operator.watching.client_timeout = 330
+    return operator
+
+
+def _configure_logging(settings: Settings) -> None:
+    log_format = kopf.LogFormat.JSON if settings.log_format == "json" else kopf.LogFormat.FULL
+    kopf.configure(log_format=log_format, log_prefix=True)
+    logging.getLogger().setLevel(settings.log_level)
+    for noisy in ("kubernetes.client.rest", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("kopf.objects").addFilter(_quiet_timer_ticks)
+
+
+def _quiet_timer_ticks(record: logging.LogRecord) -> bool:
+    """Drop kopf's "Timer ... succeeded." line: every pending workload logs it every tick."""
+    message = record.getMessage()
+    return not (message.startswith("Timer 'pending_restart") and message.endswith("succeeded."))
+
+
+def _selected(settings: Settings) -> str:
+    if settings.namespace_selector:
+        return f"those matching {settings.namespace_selector!r}"
+    return "all"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    # A subcommand only as the first word: ``restarter --timezone X`` still runs the operator.
+    if arguments[:1] == [plan.COMMAND]:
+        return plan.main(arguments[1:])
+    if arguments[:1] == [release_plan.COMMAND]:
+        return release_finalizers.main(arguments[1:])
+    try:
+        settings = settings_module.build(arguments, commands=COMMANDS)
+    except SettingsError as error:
+        print(f"restarter: {error}", file=sys.stderr)
+        return 2
+    _configure_logging(settings)
+    limits = settings.pacing
+    logging.getLogger("restarter").info(
+        f"starting: timezone {settings.timezone}, window length {settings.window_length}, "
+        f"timer every {settings.timer_interval:g}s, namespaces "
+        f"{', '.join(settings.namespaces) or _selected(settings)}; pacing: "
+        f"{limits.max_in_flight or 'no limit'} in flight, "
+        f"{limits.max_per_minute or 'no limit'} per minute, "
+        f"rollout timeout {settings.rollout_timeout}"
+    )
+    client = load_client()
+    if settings.metrics_port:
+        metrics.serve(settings.metrics_port)
+    if settings.leader_election:
+        leadership.lead(settings.lease_namespace, settings.lease_name, settings.liveness_endpoint)
+    else:
+        metrics.LEADER.set(1)
+    api = Api(client)
+    # kopf's view of the resources it serves: a kind whose CRD appears later joins it.
+    insights = Insights()
+    kopf.run(
+        registry=build_registry(settings, api, insights),
+        insights=insights,
+        settings=kopf_settings(settings),
+        standalone=True,
+        clusterwide=not settings.namespaces,
+        namespaces=settings.namespaces,
+        liveness_endpoint=settings.liveness_endpoint,
+    )
+    return 0

@@ -1,0 +1,3 @@
+"""Shared services, above the pure model and below everything else: the one client of the
+Kubernetes API (``kube``) and the Lease held through it (``leadership``), the one Event
+path (``events``), the metrics, and the settings dataclass."""

@@ -1,0 +1,53 @@
+"""Events on the objects a flow is about: through kopf's queue inside its handlers, or
+straight to the API outside them (kopf's queue exists only in its handlers' context)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, cast
+
+import kopf
+
+from restarter.services.kube import Api
+
+
+def event(obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
+    """An Event on the object, posted by kopf's queue as component ``restarter``."""
+    kopf.event(cast(Any, obj), type=type, reason=reason, message=message)
+
+
+def warn(obj: Mapping[str, Any], *, reason: str, message: str) -> None:
+    kopf.warn(cast(Any, obj), reason=reason, message=message)
+
+
+class Poster(Protocol):
+    def event(self, obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None: ...
+
+    def warn(self, obj: Mapping[str, Any], *, reason: str, message: str) -> None: ...
+
+
+class KopfPoster:
+    """Inside a kopf handler: its queue posts the Events in the background."""
+
+    def event(self, obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
+        event(obj, type=type, reason=reason, message=message)
+
+    def warn(self, obj: Mapping[str, Any], *, reason: str, message: str) -> None:
+        warn(obj, reason=reason, message=message)
+
+
+#: The poster of kopf's handlers (it holds nothing).
+KOPF = KopfPoster()
+
+
+class ApiPoster:
+    """Outside kopf's handlers: one create request per Event, from the calling thread."""
+
+    def __init__(self, api: Api) -> None:
+        self.api = api
+
+    def event(self, obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
+        self.api.post_object_event(obj, {"type": type, "reason": reason, "message": message})
+
+    def warn(self, obj: Mapping[str, Any], *, reason: str, message: str) -> None:
+        self.event(obj, type="Warning", reason=reason, message=message)

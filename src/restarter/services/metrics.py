@@ -1,0 +1,114 @@
+"""Prometheus metrics: what a user alerts on. Names and labels follow Prometheus rules.
+
+Labels hold kinds, results, verbs and status codes only, never object names: their
+number of values stays small whatever the cluster's size.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import prometheus_client
+from prometheus_client import Counter, Gauge, Histogram
+
+CHANGES = Counter(
+    "restarter_changes_detected_total",
+    "Data changes of labelled sources that scheduled restarts, by source kind.",
+    ["kind"],
+)
+STAMPED = Counter(
+    "restarter_workloads_stamped_total",
+    "Workloads marked pending for a change, by workload kind.",
+    ["kind"],
+)
+RESTARTS = Counter(
+    "restarter_restarts_total",
+    "Restart decisions carried out, by workload kind and result: restarted; deferred "
+    "(a window closed before pacing let it start); failed (the API refused the restart); "
+    "skipped (marks dropped: opted out, or already restarted for that change).",
+    ["kind", "result"],
+)
+STALLED = Counter(
+    "restarter_rollouts_stalled_total",
+    "Restarts whose rollout did not complete within the rollout timeout, or failed.",
+    ["kind"],
+)
+PENDING = Gauge(
+    "restarter_pending_workloads",
+    "Workloads carrying pending marks, by workload kind.",
+    ["kind"],
+)
+WAITING = Gauge(
+    "restarter_pending_waiting_workloads",
+    "Pending workloads waiting for their window in restarter's own table (no timer, no "
+    "finalizer yet).",
+)
+ADMITTED = Gauge(
+    "restarter_pending_admitted_workloads",
+    "Pending workloads handed to kopf's timers (the pending label set): due now, or being "
+    "restarted; at most --max-timers.",
+)
+ALLOCATED_BLOCKS = Gauge(
+    "restarter_python_allocated_blocks",
+    "Memory blocks the Python interpreter has allocated and not freed (live objects), as "
+    "sys.getallocatedblocks() counts them: what the process holds, apart from what the "
+    "allocator keeps for reuse.",
+)
+ALLOCATED_BLOCKS.set_function(sys.getallocatedblocks)
+IN_FLIGHT = Gauge(
+    "restarter_restarts_in_flight",
+    "Restarts whose rollout is not complete yet (the pacing limit counts these).",
+)
+CHANGE_TO_RESTART = Histogram(
+    "restarter_change_to_restart_seconds",
+    "Seconds from seeing a change to restarting a workload for it.",
+    buckets=(1, 10, 60, 300, 900, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 2 * 86400, 7 * 86400),
+)
+INVALID_WINDOWS = Counter(
+    "restarter_invalid_windows_total",
+    "Changes or first sights of sources whose window could not be read, by source kind.",
+    ["kind"],
+)
+API_ERRORS = Counter(
+    "restarter_api_errors_total",
+    "Failed requests to the Kubernetes API (each attempt, retried ones too), by verb and "
+    "HTTP status (0: no answer). 404 and 409 are expected answers and not counted.",
+    ["verb", "code"],
+)
+SOURCE_PATCH_ERRORS = Counter(
+    "restarter_source_patch_errors_total",
+    "Patches of a Secret or ConfigMap (its checksum, key digests or change annotation) "
+    "that the API refused or did not answer, by source kind and HTTP status (0: no "
+    "answer). Each is also a Warning Event on the source.",
+    ["kind", "status"],
+)
+LEADER = Gauge(
+    "restarter_leader",
+    "1 while this replica is the one acting (holds the Lease or runs alone), else 0.",
+)
+
+for _result in ("restarted", "deferred", "failed", "skipped"):
+    RESTARTS.labels("Deployment", _result)
+
+
+class PendingWorkloads:
+    """The pending gauge, from the workloads the watch streams see."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[str, set[tuple[str, str]]] = {}
+
+    def observe(self, kind: str, namespace: str, name: str, pending: bool) -> None:
+        with self._lock:
+            names = self._pending.setdefault(kind, set())
+            if pending:
+                names.add((namespace, name))
+            else:
+                names.discard((namespace, name))
+            PENDING.labels(kind).set(len(names))
+
+
+def serve(port: int) -> None:
+    """The ``/metrics`` endpoint on every interface, in a daemon thread."""
+    prometheus_client.start_http_server(port)
