@@ -1,0 +1,80 @@
+"""``hack/lock.sh --check`` (hack/test.sh's first step): the lock and its exports must follow
+pyproject.toml, and the check says so offline, on a copy of the repository's files."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.fixture
+def copy(tmp_path: Path) -> Path:
+    """pyproject.toml, uv.lock, requirements/ and hack/lock.sh, with the dev venv's tools."""
+    (tmp_path / "hack").mkdir()
+    shutil.copy(REPO / "hack" / "lock.sh", tmp_path / "hack" / "lock.sh")
+    for name in ("pyproject.toml", "uv.lock"):
+        shutil.copy(REPO / name, tmp_path / name)
+    shutil.copytree(REPO / "requirements", tmp_path / "requirements")
+    (tmp_path / ".venv").symlink_to(REPO / ".venv")
+    return tmp_path
+
+
+def check(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(root / "hack" / "lock.sh"), "--check"],
+        capture_output=True,
+        text=True,
+        # Offline: nothing may be fetched to tell whether the lock is current.
+        env={"PATH": "/usr/bin:/bin", "HOME": str(root), "UV_OFFLINE": "1"},
+        timeout=120,
+        check=False,
+    )
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_the_repository_lock_is_current(copy: Path) -> None:
+    result = check(copy)
+    assert result.returncode == 0, result.stderr
+    assert "uv.lock and requirements/ match pyproject.toml" in result.stdout
+
+
+def test_a_new_dependency_makes_the_lock_stale(copy: Path) -> None:
+    edit(copy / "pyproject.toml", '"pytz>=2024.1",', '"pytz>=2024.1",\n    "tomli-w>=1",')
+    result = check(copy)
+    assert result.returncode == 1
+    assert "uv.lock is out of date with pyproject.toml; run hack/lock.sh" in result.stderr
+
+
+def test_a_narrowed_range_makes_the_lock_stale(copy: Path) -> None:
+    edit(copy / "pyproject.toml", '"croniter>=6.1,<8"', '"croniter>=6.1,<7"')
+    result = check(copy)
+    assert result.returncode == 1
+    assert "uv.lock is out of date" in result.stderr
+
+
+def test_an_export_edited_by_hand_is_stale(copy: Path) -> None:
+    runtime = copy / "requirements" / "runtime.txt"
+    lines = runtime.read_text().splitlines(keepends=True)
+    # Drop one hash of one package: pip would then refuse that file, the check refuses first.
+    hashed = next(i for i, line in enumerate(lines) if "--hash=sha256:" in line)
+    runtime.write_text("".join(lines[:hashed] + lines[hashed + 1 :]))
+    result = check(copy)
+    assert result.returncode == 1
+    assert "requirements/runtime.txt is not uv.lock's export" in result.stderr
+
+
+def test_the_build_group_must_repeat_the_build_backend(copy: Path) -> None:
+    edit(copy / "pyproject.toml", 'requires = ["setuptools>=69", "wheel"]', 'requires = ["flit"]')
+    result = check(copy)
+    assert result.returncode == 1
+    assert "[build-system] requires ['flit'] but the build group locks" in result.stderr
