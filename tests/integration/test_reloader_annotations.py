@@ -59,6 +59,11 @@ def source(kind: str, name: str, annotations: dict[str, str] | None = None) -> d
     return {"kind": "ConfigMap", "metadata": metadata, "data": {"v": "1"}}
 
 
+def labelled(body: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    body["metadata"]["labels"] = labels
+    return body
+
+
 def change(core: Core, namespace: str, kind: str, name: str, value: str) -> None:
     if kind == "secret":
         core.patch_namespaced_secret(name, namespace, {"data": encoded({"v": value})})
@@ -229,7 +234,8 @@ def test_reloader_1_4_21s_own_reading_of_entries_ignore_and_excludes(
         source(SECRET, "db-prod"),
         source(SECRET, "loud", {"reloader.stakater.com/ignore": "True"}),
         source(SECRET, "quiet", {"reloader.stakater.com/ignore": "true"}),
-        source(SECRET, "cache"),
+        # Labelled too: the excluded name is not even a dependency through the reload list.
+        labelled(source(SECRET, "cache"), {keys.RESTART_AT_LABEL: "now"}),
     ):
         core.create_namespaced_secret(namespace, body)
     reload_list = "secret.reloader.stakater.com/reload"
@@ -246,7 +252,7 @@ def test_reloader_1_4_21s_own_reading_of_entries_ignore_and_excludes(
         ),
         # An entry that is no expression is skipped; the others still count.
         workload("bad-entry", annotations={reload_list: "db-(, cache"}),
-        # The exclude list is read before the reload list.
+        # The exclude list is read before the reload list, and its names are no dependency.
         workload(
             "excluded",
             annotations={

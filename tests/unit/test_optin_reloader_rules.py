@@ -121,6 +121,8 @@ def test_an_exclude_list_wins_over_a_reload_list_and_names_sources_exactly() -> 
     assert not selects(optin, "secret", "cache-1")
     assert selects(optin, "secret", "cache-2")  # the exclude entry "cache.*" is a name
     assert optin is not None and not optin.may_select("secret", "db")
+    # Not a dependency either: a labelled db does not restart it through the reload list.
+    assert ("secret", "db") not in optin.named
 
 
 def test_exclude_lists_are_read_on_the_workload_even_when_the_rest_is_on_the_pod_template() -> None:

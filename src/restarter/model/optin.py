@@ -191,6 +191,8 @@ def _reloader_opt_in(
         for kind, name in RELOADER_EXCLUDE.items()
         for entry in _entries(annotations.get(name))
     }
+    # An excluded name is no dependency either, even when a reload list names it.
+    named -= excluded
     if not (kinds or named or patterns or search or invalid):
         return None
     return OptIn(
