@@ -72,3 +72,9 @@ def test_nothing_pending_renders_a_sentence_or_an_empty_list() -> None:
     assert plan.render([], "shop", "table") == "no pending workloads in namespace shop"
     assert plan.render([], None, "table") == "no pending workloads in any namespace"
     assert plan.render([], "shop", "json") == "[]"
+
+
+def test_kubeconfig_and_context_as_kubectl_takes_them() -> None:
+    options = parse_options(["--kubeconfig", "/tmp/config", "--context", "staging"], {})
+    assert (options.kubeconfig, options.context) == ("/tmp/config", "staging")
+    assert parse_options([], {}).context is None

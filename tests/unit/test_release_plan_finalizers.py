@@ -103,3 +103,9 @@ def test_the_subcommand_is_dispatched_before_operator_settings_are_read(
     # "--timeout" is no operator flag: the subcommand's own parser must refuse its value.
     assert main(["release-finalizers", *OPERATOR, "--timeout", "never"]) == 2
     assert "restarter release-finalizers: timeout 'never'" in capsys.readouterr().err
+
+
+def test_options_take_a_kubeconfig_and_context_as_kubectl_does() -> None:
+    options = parse_options([*OPERATOR, "--kubeconfig", "/tmp/config", "--context", "staging"])
+    assert (options.kubeconfig, options.context) == ("/tmp/config", "staging")
+    assert (parse_options(OPERATOR).kubeconfig, parse_options(OPERATOR).context) == (None, None)

@@ -51,6 +51,9 @@ class PlanOptions:
     kubeconfig: str | None
     """A kubeconfig file; None follows ``$KUBECONFIG`` and then ``~/.kube/config``."""
 
+    context: str | None = None
+    """A context of the kubeconfig, as kubectl's ``--context``; None: its current context."""
+
 
 def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     defaults = Settings()
@@ -73,6 +76,7 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help="length of windows of marks written by restarter 0.1; as the operator's",
     )
     parser.add_argument("--kubeconfig", help="default: $KUBECONFIG, then ~/.kube/config")
+    parser.add_argument("--context", help="default: the kubeconfig's current context")
     return parser
 
 
@@ -88,13 +92,14 @@ def parse_options(argv: Sequence[str], env: Mapping[str, str]) -> PlanOptions:
         default_zone=args.timezone,
         default_length=parse_length(args.window_length),
         kubeconfig=args.kubeconfig,
+        context=args.context,
     )
 
 
-def _connect(kubeconfig: str | None) -> tuple[Api, str]:
-    """An Api from the kubeconfig, and its current context's namespace (or ``default``)."""
+def _connect(kubeconfig: str | None, context: str | None) -> tuple[Api, str]:
+    """An Api from the kubeconfig's context, and that context's namespace (or ``default``)."""
     try:
-        client, namespace = kube.client_from_kubeconfig(kubeconfig)
+        client, namespace = kube.client_from_kubeconfig(kubeconfig, context)
     except kube.KubeconfigError as error:
         where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
         raise PlanError(f"cannot load the kubeconfig {where}: {error}") from None
@@ -138,7 +143,7 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     # (the operator's log warns of each) would only bury it.
     logging.getLogger(kube.__name__).setLevel(logging.ERROR)
     try:
-        api, context_namespace = _connect(options.kubeconfig)
+        api, context_namespace = _connect(options.kubeconfig, options.context)
         namespace = None if options.all_namespaces else options.namespace or context_namespace
         workloads = list_pending(api, namespace)
     except PlanError as error:

@@ -68,7 +68,11 @@ def main(argv: Sequence[str]) -> int:
     except ReleaseOptionsError as error:
         print(f"restarter {COMMAND}: {error}", file=sys.stderr)
         return 2
-    api = Api(kube.load_client())
+    try:
+        api = Api(kube.load_client(options.kubeconfig, options.context))
+    except kube.KubeconfigError as error:
+        print(f"restarter {COMMAND}: cannot load the kubeconfig: {error}", file=sys.stderr)
+        return 1
     try:
         stop_operator(api, options)
         released = FinalizerReleaser(api, options.namespaces, _say).release_all()

@@ -36,6 +36,13 @@ class ReleaseOptions:
     timeout: dt.timedelta = dt.timedelta(seconds=60)
     """How long to wait for the operator's pods to be gone; past it, release nothing."""
 
+    kubeconfig: str | None = None
+    """A kubeconfig file to use; None: in-cluster credentials in a pod, else the default
+    kubeconfig (``$KUBECONFIG``, then ``~/.kube/config``)."""
+
+    context: str | None = None
+    """A context of that kubeconfig, as kubectl's ``--context``; None: its current one."""
+
 
 def parse_options(argv: Sequence[str]) -> ReleaseOptions:
     """Options from the subcommand's arguments (everything after ``release-finalizers``)."""
@@ -53,6 +60,10 @@ def parse_options(argv: Sequence[str]) -> ReleaseOptions:
         help="release workloads only in this namespace (repeatable); default all",
     )
     parser.add_argument("--timeout", default="60s", help="wait for the operator's pods: 60s, 2m")
+    parser.add_argument(
+        "--kubeconfig", help="default: in a pod its ServiceAccount, else $KUBECONFIG"
+    )
+    parser.add_argument("--context", help="default: the kubeconfig's current context")
     args = parser.parse_args(argv)
     try:
         timeout = parse_length(args.timeout)
@@ -65,4 +76,6 @@ def parse_options(argv: Sequence[str]) -> ReleaseOptions:
         operator_deployment=args.operator_deployment,
         namespaces=tuple(dict.fromkeys(args.namespaces or ())),
         timeout=timeout,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
     )

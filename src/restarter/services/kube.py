@@ -116,8 +116,20 @@ def stream_lines(response: Any) -> Iterator[str]:
     yield from iter_resp_lines(response)  # type: ignore[no-untyped-call]
 
 
-def load_client() -> kubernetes.client.ApiClient:
-    """In-cluster credentials when running in a pod, else the user's kubeconfig."""
+def load_client(
+    kubeconfig: str | None = None, context: str | None = None
+) -> kubernetes.client.ApiClient:
+    """In-cluster credentials when running in a pod, else the user's kubeconfig. A kubeconfig
+    or context asked for (a command's ``--kubeconfig``, ``--context``) is used even in a pod,
+    and one that cannot be read raises KubeconfigError."""
+    if kubeconfig is not None or context is not None:
+        try:
+            kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, context=context
+            )
+        except (kubernetes.config.ConfigException, OSError, ValueError) as error:
+            raise KubeconfigError(str(error)) from None
+        return client_for(kubernetes.client.Configuration.get_default_copy())
     try:
         kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
     except kubernetes.config.ConfigException:
@@ -129,15 +141,22 @@ class KubeconfigError(RuntimeError):
     """The kubeconfig cannot be read; the message names it."""
 
 
-def client_from_kubeconfig(path: str | None) -> tuple[kubernetes.client.ApiClient, str]:
-    """A client of the kubeconfig's current context (``path``, else ``KUBECONFIG`` or
-    ``~/.kube/config``), and that context's namespace (``default`` when it names none)."""
+def client_from_kubeconfig(
+    path: str | None, context: str | None = None
+) -> tuple[kubernetes.client.ApiClient, str]:
+    """A client of the kubeconfig's ``context``, else its current one (``path``, else
+    ``KUBECONFIG`` or ``~/.kube/config``), and that context's namespace (``default`` when it
+    names none)."""
     try:
-        _, current = kubernetes.config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+        contexts, current = kubernetes.config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
             config_file=path
         )
+        if context is not None:
+            current = next((entry for entry in contexts if entry.get("name") == context), None)
+            if current is None:
+                raise KubeconfigError(f"it has no context {context!r}")
         client = kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=path, persist_config=False
+            config_file=path, context=context, persist_config=False
         )
     except (kubernetes.config.ConfigException, OSError, ValueError) as error:
         raise KubeconfigError(str(error)) from None
