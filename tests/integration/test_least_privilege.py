@@ -457,9 +457,11 @@ def test_every_change_a_restart_needs_passes_the_policy(
         release = release_patch(flow.read()["metadata"]["finalizers"], keys.FINALIZER)
         assert release is not None
         flow.send(release, JSON_PATCH)
-        api.post_object_event(
+        api.create_event(
             {**flow.read(), "apiVersion": "apps/v1", "kind": body_kind(kind)},
-            {"type": "Normal", "reason": "Restarted", "message": "restarted by the test"},
+            type="Normal",
+            reason="Restarted",
+            message="restarted by the test",
         )
     finally:
         admin_patch("web", namespace, {"metadata": {"finalizers": None}})

@@ -111,7 +111,7 @@ def test_after_a_check_the_new_value_of_a_secret_is_in_no_live_object(
     recorded: dict[tuple[str, str, str], str] = {}
     turns = SourceTurns()
 
-    def context_for(kind: str) -> SourceContext:
+    def context_for(kind: str, namespace: str, name: str) -> SourceContext:
         log = logging.getLogger("restarter.sources")
         return SourceContext(
             kind,
@@ -121,7 +121,7 @@ def test_after_a_check_the_new_value_of_a_secret_is_in_no_live_object(
             in_sync,
             recorded,
             log,
-            events.ApiPoster(api),
+            events.Direct(api),
             turns,
         )
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from restarter.cluster.reference_map import ReferenceMap, references_of
 from restarter.model import keys
 from restarter.model.references import CONFIGMAP, SECRET, Reference
+from tests.unit.test_references_keys import affected
 
 DB = Reference(SECRET, "db")
 API = Reference(SECRET, "api")
@@ -137,7 +138,7 @@ def test_after_any_events_the_map_equals_one_built_from_the_last_state_of_each(
             }
             assert refs.dependents("ns", kind, source) == sorted(("deployments", n) for n in reads)
             # The affected: readers of every key, or of a changed one (all, when unknown).
-            assert refs.affected("ns", kind, source, changed) == sorted(
+            assert affected(refs, "ns", kind, source, changed) == sorted(
                 (
                     "deployments",
                     n,

@@ -153,10 +153,6 @@ def test_the_window_must_be_longer_than_two_timer_intervals(
             build(argv, {})
 
 
-def test_the_zone_property_is_the_named_zone() -> None:
-    assert str(Settings(timezone="Europe/Warsaw").zone) == "Europe/Warsaw"
-
-
 def test_a_namespace_selector_is_kept_as_given_and_parsed() -> None:
     settings = build(["--namespace-selector", " team=payments,tier in (web) "], {})
     assert settings.namespace_selector == "team=payments,tier in (web)"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from restarter.cluster.reference_map import ReferenceMap, references_of
-from restarter.model import decisions, keys, windows
+from restarter.model import decisions, keys, reasons, windows
 from restarter.model.checksums import checksum, key_digests, new_salt, read_key_digests
 from restarter.restarting import stamping
 from restarter.services import events
@@ -56,20 +56,13 @@ def posted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
     def event(obj: Any, *, type: str, reason: str, message: str) -> None:
         found.append((obj["metadata"]["name"], reason, message))
 
-    monkeypatch.setattr(events, "event", event)
-    # The stamping threads post each workload's Event through the API themselves.
-    monkeypatch.setattr(
-        events.ApiPoster,
-        "event",
-        lambda self, obj, *, type, reason, message: event(
-            obj, type=type, reason=reason, message=message
-        ),
-    )
-    monkeypatch.setattr(
-        events,
-        "warn",
-        lambda obj, *, reason, message: event(obj, type="W", reason=reason, message=message),
-    )
+    def post(self: Any, obj: Any, *, reason: reasons.Reason, message: str) -> None:
+        event(obj, type=reason.type, reason=reason.name, message=message)
+
+    # Both carriers of the one Event path: kopf's queue, and the stamping threads' own
+    # requests to the API.
+    monkeypatch.setattr(events.Queued, "post", post)
+    monkeypatch.setattr(events.Direct, "post", post)
     return found
 
 

@@ -27,7 +27,6 @@ from restarter.model.checksums import (
     KeyDigests,
     bucket_of,
     checksum,
-    key_digests,
     new_salt,
     read_key_digests,
 )
@@ -65,7 +64,7 @@ class SourceApi(RecordingApi):
             raise error
         super().patch_source(kind, namespace, name, patch)
 
-    def post_object_event(self, obj: Any, event: dict[str, str]) -> None:
+    def create_event(self, obj: Any, *, type: str, reason: str, message: str) -> None:
         pass  # the stamped workloads' Events: not what these tests look at
 
 
@@ -76,11 +75,12 @@ def posted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str, str]]:
     def event(obj: Any, *, type: str, reason: str, message: str) -> None:
         found.append((obj["metadata"]["name"], type, reason, message))
 
-    monkeypatch.setattr(events, "event", event)
     monkeypatch.setattr(
-        events,
-        "warn",
-        lambda obj, *, reason, message: event(obj, type="Warning", reason=reason, message=message),
+        events.Queued,
+        "post",
+        lambda self, obj, *, reason, message: event(
+            obj, type=reason.type, reason=reason.name, message=message
+        ),
     )
     return found
 
@@ -168,25 +168,6 @@ def test_a_few_keys_keep_their_digests_per_key() -> None:
     api = SourceApi()
     assert reconcile(source({"a": "MQ==", "b": "Mg=="}), api)
     assert isinstance(read_key_digests(api.recorded()[keys.KEY_DIGESTS]), KeyDigests)
-
-
-def test_per_key_digests_past_the_budget_are_recorded_again_per_bucket_restarting_nothing(
-    posted: list[tuple[str, str, str, str]],
-) -> None:
-    """A source recorded per key before digests were kept per bucket (35 KB here, 165 KB
-    for a user's source): its next event records the same data in a few KiB."""
-    old = {
-        keys.CHECKSUM: checksum(BIG),
-        keys.KEY_DIGESTS: key_digests(BIG, None, SALT).to_annotation(),
-    }
-    assert len(old[keys.KEY_DIGESTS]) > 30_000
-    assert not decisions.key_digests_current(source(BIG, old), checksum(BIG))
-    api = SourceApi()
-    assert reconcile(source(BIG, old), api, readers(("whole", None)))
-    assert api.stamped == {}
-    digests = read_key_digests(api.recorded()[keys.KEY_DIGESTS])
-    assert isinstance(digests, BucketDigests) and digests.salt == SALT  # the salt is kept
-    assert not warnings(posted)
 
 
 # --- what a change names and stamps ---------------------------------------------------------

@@ -81,7 +81,7 @@ class ScriptedApi:
 def events(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     posted: list[str] = []
     monkeypatch.setattr(
-        event_path, "event", lambda obj, *, type, reason, message: posted.append(reason)
+        event_path.Queued, "post", lambda self, obj, *, reason, message: posted.append(reason.name)
     )
     return posted
 

@@ -51,10 +51,6 @@ class NamespaceScope:
         with self._lock:
             self._matching.discard(namespace)
 
-    def matching(self) -> set[str]:
-        with self._lock:
-            return set(self._matching)
-
 
 class NamespaceStream(ListWatch):
     """Every Namespace: each one's labels against the selector, the follower told of news."""

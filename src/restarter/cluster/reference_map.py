@@ -199,14 +199,6 @@ class ReferenceMap:
         with self._lock:
             return sorted(self._users.get((namespace, kind, name), ()))
 
-    def affected(
-        self, namespace: str, kind: str, name: str, changed: ChangedKeys
-    ) -> list[tuple[str, str, KeyNames]]:
-        """(plural, name, the changed keys it reads) of every workload that reads a key in
-        ``changed`` (None: unknown, so every user, with None), sorted."""
-        found = self.targets(namespace, kind, name, changed, {})
-        return [(target.plural, target.name, target.keys) for target in found]
-
     def __len__(self) -> int:
         with self._lock:
             return len(self._uses)

@@ -11,7 +11,6 @@ from typing import Any
 
 from restarter.model import keys, windows
 from restarter.model.checksums import (
-    EXACT_BUDGET,
     SALT_BYTES,
     ChangedKeys,
     Digests,
@@ -61,20 +60,14 @@ def recorded_key_digests(metadata: Mapping[str, Any]) -> Digests | None:
     annotations = metadata.get("annotations") or {}
     digests = read_key_digests(annotations.get(keys.KEY_DIGESTS))
     if digests is None or digests.checksum != annotations.get(keys.CHECKSUM):
-        return None  # none yet (restarter 0.x), or the checksum was recorded without them
+        return None  # none yet, or the checksum was recorded without them (no room)
     return digests
 
 
 def key_digests_current(source: Mapping[str, Any], current: str) -> bool:
-    """True when the source's key digests are recorded for its data now, in a compact form
-    (an annotation of one digest per key past ``EXACT_BUDGET``, as restarter wrote before
-    it kept digests per bucket, is recorded again, smaller)."""
-    metadata = source.get("metadata") or {}
-    digests = recorded_key_digests(metadata)
-    if digests is None or digests.checksum != current:
-        return False
-    recorded = (metadata.get("annotations") or {}).get(keys.KEY_DIGESTS) or ""
-    return len(recorded) <= EXACT_BUDGET
+    """True when the source's key digests are recorded for its data now."""
+    digests = recorded_key_digests(source.get("metadata") or {})
+    return digests is not None and digests.checksum == current
 
 
 #: The apiserver's limit on all of an object's annotations together: the bytes of every
@@ -113,7 +106,7 @@ class KeyChange:
     the checksum is recorded, and the next change affects every reader."""
 
     changed: ChangedKeys
-    """None: unknown (no digests recorded, as after restarter 0.x): every reader counts as
+    """None: unknown (no digests recorded, the checksum alone): every reader counts as
     affected."""
 
     room: int

@@ -22,8 +22,8 @@ CHECKSUM = f"{PREFIX}/checksum"
 #: Annotation on a source: keyed digests of its keys (per key, or per bucket of keys for a
 #: source with many), for the same data as ``CHECKSUM``, so a change names the keys it
 #: touched (``checksums.KeyDigests`` and ``checksums.BucketDigests`` have the formats).
-#: Written with the checksum; a source with only the checksum (restarter 0.x) gets it
-#: recorded on its next event, restarting nothing.
+#: Written with the checksum; a source with only the checksum (the digests had no room, or
+#: the API refused them) gets it recorded again on its next event, restarting nothing.
 KEY_DIGESTS = f"{PREFIX}/key-digests"
 
 #: Annotation on a source while restarter is stamping its dependents for a change:

@@ -112,10 +112,6 @@ class DailyWindow:
         hour, minute = parse_hhmm(hhmm)
         return cls(hour, minute, length, zone)
 
-    @property
-    def label(self) -> str:
-        return f"{self.hour:02d}.{self.minute:02d}"
-
     def start_on(self, day: dt.date) -> dt.datetime:
         """The UTC instant the window opens on local ``day``."""
         return local_start(dt.datetime.combine(day, dt.time(self.hour, self.minute)), self.zone)

@@ -25,7 +25,7 @@ from restarter.model.references import (
 from restarter.operator.late_kinds import LateKind
 from restarter.operator.trimming import Trimmer
 from restarter.restarting.admitting import Admissions, Admitter
-from restarter.restarting.checking import SourceChecks
+from restarter.restarting.checking import ObjectLog, SourceChecks
 from restarter.restarting.finalizer_release import FinalizerReleaser, ReleaseFailed
 from restarter.restarting.observing import PacerSweeper, WorkloadObserver
 from restarter.restarting.pacing import Pacer
@@ -94,7 +94,7 @@ def build_registry(
     sweeper = PacerSweeper(api, pacer)
 
     def source_context(
-        kind: str, logger: Any, poster: events.Poster = events.KOPF
+        kind: str, logger: Any, path: events.EventPath = events.QUEUED
     ) -> SourceContext:
         """What one check of a source needs: kopf's per-object logger and Event queue in
         its handlers, restarter's own log and the API outside them."""
@@ -106,12 +106,12 @@ def build_registry(
             watcher.in_sync,
             seen_checksums,
             logger,
-            poster,
+            path,
             turns,
         )
 
-    def unlabelled_context(kind: str) -> SourceContext:
-        return source_context(kind, SOURCES_LOG, events.ApiPoster(api))
+    def unlabelled_context(kind: str, namespace: str, name: str) -> SourceContext:
+        return source_context(kind, ObjectLog(SOURCES_LOG, namespace, name), events.Direct(api))
 
     checks = SourceChecks(unlabelled_context)
     entering_checks = SourceChecks(unlabelled_context, labelled=True)

@@ -9,23 +9,39 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
+from typing import Any
 
 from restarter.cluster.source_watching import labelled
 from restarter.restarting.stamping import SourceContext, check_source
 
 log = logging.getLogger("restarter.sources")
 
+
+class ObjectLog(logging.LoggerAdapter[logging.Logger]):
+    """A log whose every line names its object first, as kopf's own do (``[ns/name]``): a
+    grep for the object's name finds what restarter did with it, whichever path checked it."""
+
+    def __init__(self, logger: logging.Logger, namespace: str, name: str) -> None:
+        super().__init__(logger, {"object": f"{namespace}/{name}"})
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, Any]:
+        return f"[{self.extra['object'] if self.extra else ''}] {msg}", kwargs
+
+
 #: Sources read and compared at once, at most.
 CHECK_CONCURRENCY = 4
 
 
 class SourceChecks:
-    """A queue of sources to check, each queued once however often it is handed on."""
+    """A queue of sources to check, each queued once however often it is handed on.
+
+    ``context_for(kind, namespace, name)`` makes the context of one check (its log names
+    the source: ``ObjectLog``)."""
 
     def __init__(
         self,
-        context_for: Callable[[str], SourceContext],
+        context_for: Callable[[str, str, str], SourceContext],
         concurrency: int = CHECK_CONCURRENCY,
         labelled: bool = False,
     ) -> None:
@@ -91,7 +107,7 @@ class SourceChecks:
                 self._put(key)
 
     async def check(self, kind: str, namespace: str, name: str) -> None:
-        context = self.context_for(kind)
+        context = self.context_for(kind, namespace, name)
         source = await asyncio.to_thread(context.api.read_source, kind, namespace, name)
         if source is None or labelled(source["metadata"]) is not self.labelled:
             return  # gone, or the other queue's (unlabelled ones kopf's, unless entering)

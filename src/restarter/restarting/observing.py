@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from restarter.cluster.seen_marks import SeenMarks
-from restarter.model import decisions, keys
-from restarter.model.references import WORKLOAD_KINDS, WorkloadKey, workload_key
+from restarter.model import decisions, keys, reasons
+from restarter.model.references import WORKLOAD_KINDS, WorkloadKey, api_version, workload_key
 from restarter.model.windows import WindowDefaults
 from restarter.restarting.admitting import Admissions
 from restarter.restarting.pacing import Pacer
-from restarter.services import metrics
+from restarter.services import events, metrics
 from restarter.services.kube import Api, Conflict
 
 log = logging.getLogger(__name__)
@@ -116,8 +116,12 @@ class PacerSweeper:
         message = f"restart at {restarted}: {reason}; its pacing slot is freed"
         log.warning(f"{WORKLOAD_KINDS[plural]} {namespace}/{name}: {message}")
         metrics.STALLED.labels(WORKLOAD_KINDS[plural]).inc()
-        event = {"type": "Warning", "reason": "RolloutStalled", "message": message}
-        self.api.post_event(plural, namespace, name, uid, event)
+        about = {
+            "apiVersion": api_version(plural),
+            "kind": WORKLOAD_KINDS[plural],
+            "metadata": {"namespace": namespace, "name": name, "uid": uid},
+        }
+        events.Direct(self.api).post(about, reason=reasons.ROLLOUT_STALLED, message=message)
 
 
 def repair_label(plural: str, workload: Mapping[str, Any], api: Api) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from restarter.cluster.reference_map import ReferenceMap
-from restarter.model import checksums, decisions, keys, windows
+from restarter.model import checksums, decisions, keys, reasons, windows
 from restarter.model.decisions import Change
 from restarter.model.references import (
     SOURCE_KINDS,
@@ -24,7 +24,8 @@ from restarter.model.references import (
     api_version,
 )
 from restarter.model.schedule import ScheduleError, next_restart, parse_zone
-from restarter.services import events, metrics
+from restarter.services import metrics
+from restarter.services.events import QUEUED, Direct, EventPath
 from restarter.services.kube import Api
 from restarter.services.settings import Settings
 
@@ -86,7 +87,7 @@ class SourceContext:
     logger: logging.Logger | logging.LoggerAdapter[Any]
     """kopf's logger of this source (restarter's own for a source kopf does not watch)."""
 
-    poster: events.Poster = events.KOPF
+    events: EventPath = QUEUED
     """How Events are posted: kopf's queue in its handlers, the API outside them."""
 
     turns: SourceTurns | None = None
@@ -118,9 +119,9 @@ def _invalid_workload_window(
     metrics.INVALID_WINDOWS.labels(WORKLOAD_KINDS[plural]).inc()
     workload = context.api.read_workload(plural, namespace, name)
     if workload is not None:
-        context.poster.warn(
+        context.events.post(
             {**workload, "apiVersion": api_version(plural), "kind": WORKLOAD_KINDS[plural]},
-            reason="InvalidWindow",
+            reason=reasons.INVALID_WINDOW,
             message=message,
         )
 
@@ -200,9 +201,9 @@ def begin_change(
         context.api.patch_source(context.kind, metadata["namespace"], metadata["name"], patch)
     except Exception as error:
         refusal = _refused(context, error, current, "the change annotation")
-        context.poster.warn(
+        context.events.post(
             source,
-            reason="ChangeNotRecorded",
+            reason=reasons.CHANGE_NOT_RECORDED,
             message=f"could not record the change being scheduled ({refusal}); its "
             "dependents are scheduled anyway, but should restarter stop before the change is "
             "recorded, one that already restarted for it may restart again",
@@ -236,8 +237,10 @@ def record(
         sent = "the checksum" if digests is None else "the checksum and key digests"
         refusal = _refused(context, error, current, sent)
         if digests is None:
-            context.poster.warn(
-                source, reason="ChecksumNotRecorded", message=_not_recorded(change, what, refusal)
+            context.events.post(
+                source,
+                reason=reasons.CHECKSUM_NOT_RECORDED,
+                message=_not_recorded(change, what, refusal),
             )
             return None
         # The digests may be what was refused: the checksum alone still records the change.
@@ -246,22 +249,24 @@ def record(
             api.patch_source(kind, namespace, name, alone)
         except Exception as again:
             refusal = _refused(context, again, current, "the checksum")
-            context.poster.warn(
-                source, reason="ChecksumNotRecorded", message=_not_recorded(change, what, refusal)
+            context.events.post(
+                source,
+                reason=reasons.CHECKSUM_NOT_RECORDED,
+                message=_not_recorded(change, what, refusal),
             )
             return None
-        context.poster.warn(
+        context.events.post(
             source,
-            reason="KeyDigestsNotRecorded",
+            reason=reasons.KEY_DIGESTS_NOT_RECORDED,
             message=f"the API refused restarter's key digests ({refusal}); recorded the "
             f"checksum only: {every}, whichever keys it reads",
         )
         return "the checksum only"
     if digests is None:
         needs = decisions.bucket_annotation_bytes(current)
-        context.poster.warn(
+        context.events.post(
             source,
-            reason="KeyDigestsNotRecorded",
+            reason=reasons.KEY_DIGESTS_NOT_RECORDED,
             message=f"this {what}'s other annotations leave {max(0, key_change.room)} bytes "
             f"of the {decisions.ANNOTATIONS_LIMIT} the API allows for all annotations of an "
             f"object, less than restarter's key digests need ({needs}); recorded the "
@@ -435,9 +440,9 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
         return recorded
 
     if change is Change.UNCHANGED:
-        # Recorded by restarter 0.x (a checksum, no digests), or digests per key grown past
-        # their budget: the data is as it was then, so nothing restarts; compact digests
-        # let the next change name its keys.
+        # The checksum was recorded alone (its digests had no room, or were refused): the
+        # data is as it was then, so nothing restarts; digests recorded now let the next
+        # change name its keys.
         recorded = None if decisions.key_digests_current(source, current) else record_checksum()
         if recorded:
             logger.info(f"unchanged data: recorded {recorded}; nothing restarts")
@@ -455,7 +460,7 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
             message = f"{error}; no restart is scheduled by this label"
             logger.warning(message)
             metrics.INVALID_WINDOWS.labels(SOURCE_KINDS[kind]).inc()
-            context.poster.warn(source, reason="InvalidWindow", message=message)
+            context.events.post(source, reason=reasons.INVALID_WINDOW, message=message)
     asked = f"in window {request.describe()}" if request else "for the workloads that opted in"
     if change is Change.BASELINE:
         if recorded := record_checksum():
@@ -509,7 +514,7 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
     token = keys.source_token(kind, name)
     # The stamping threads post their Events themselves, one request each beside the
     # stamp: nothing queues up behind a fan-out to thousands (kopf's queue is unbounded).
-    poster = events.ApiPoster(api)
+    direct = Direct(api)
 
     def stamp(dependent: tuple[str, str]) -> str | Exception | None:
         """Stamp one dependent and post its Event; what became of it (``STAMPED``,
@@ -531,10 +536,9 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
         asked_for = requests[dependent]
         when = next_restart(asked_for.window(), now, decisions.last_restart(annotations, now))
         try:
-            poster.event(
+            direct.post(
                 reference,
-                type="Normal",
-                reason="RestartScheduled",
+                reason=reasons.RESTART_SCHEDULED,
                 message=f"{what} changed ({describe_keys(seen_keys[dependent])}); restart "
                 f"scheduled in window {asked_for.describe()}{ORIGIN_NOTES[asked_for.origin]} "
                 f"(next restart {_when(when, asked_for.timezone)})",
@@ -563,7 +567,7 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
         # The checksum stays unrecorded and the caller stamps again; the stamps that
         # succeeded are idempotent, and a dependent restarted meanwhile drops the mark.
         message = f"could not schedule the restart of {failed}; will retry"
-        context.poster.warn(source, reason="StampFailed", message=message)
+        context.events.post(source, reason=reasons.STAMP_FAILED, message=message)
         return False
     if labelled and request is None:
         # The label's own dependents wait for a window restarter can read: the change stays
@@ -589,5 +593,5 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
         )
     )
     logger.info(message)
-    context.poster.event(source, type="Normal", reason="ChangeDetected", message=message)
+    context.events.post(source, reason=reasons.CHANGE_DETECTED, message=message)
     return True

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from restarter.cluster.seen_marks import SeenMarks
-from restarter.model import decisions, keys
+from restarter.model import decisions, keys, reasons
 from restarter.model.decisions import Action
 from restarter.model.references import WORKLOAD_KINDS, WorkloadKey, workload_key
 from restarter.model.resource_versions import compare_versions
@@ -117,13 +117,13 @@ def _decide(
         if problem not in reported:
             reported.add(problem)
             logger.warning(f"ignoring pending mark {problem}")
-            events.warn(workload, reason="InvalidPendingMark", message=problem)
+            events.QUEUED.post(workload, reason=reasons.INVALID_PENDING_MARK, message=problem)
     if decision.action is Action.PAUSED:
         if not memo.get("reported_paused"):
             memo["reported_paused"] = True
             message = f"restart due but the {timer.kind} is paused; it stays pending until resumed"
             logger.info(message)
-            events.event(workload, type="Normal", reason="RestartDeferred", message=message)
+            events.QUEUED.post(workload, reason=reasons.RESTART_DEFERRED, message=message)
         return None
     memo.pop("reported_paused", None)
     if decision.action in (Action.RESTART, Action.WAIT, *CLEARING):
@@ -153,7 +153,7 @@ def _report_deferral(
         f"window closed before pacing let the restart start ({refused[1]}); still pending{upcoming}"
     )
     timer.logger.info(message)
-    events.event(workload, type="Normal", reason="RestartDeferred", message=message)
+    events.QUEUED.post(workload, reason=reasons.RESTART_DEFERRED, message=message)
     metrics.RESTARTS.labels(timer.kind, "deferred").inc()
 
 
@@ -306,7 +306,7 @@ def _report_restart(
         f"restartedAt {at.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
     )
     timer.logger.info(message)
-    events.event(restarted, type="Normal", reason="Restarted", message=message)
+    events.QUEUED.post(restarted, reason=reasons.RESTARTED, message=message)
 
 
 def _report_clear(
@@ -324,4 +324,4 @@ def _report_clear(
             "mark dropped, nothing restarted"
         )
     timer.logger.info(message)
-    events.event(cleared, type="Normal", reason="RestartSkipped", message=message)
+    events.QUEUED.post(cleared, reason=reasons.RESTART_SKIPPED, message=message)

@@ -1,5 +1,14 @@
-"""Events on the objects a flow is about: through kopf's queue inside its handlers, or
-straight to the API outside them (kopf's queue exists only in its handlers' context)."""
+"""The one Event path: every Event restarter posts goes through ``EventPath.post``, with a
+reason declared in ``model.reasons`` (the Event's type is the reason's).
+
+Two carriers, chosen by where the flow runs, behind the one method:
+
+- ``QUEUED``, inside kopf's handlers: kopf's queue posts the Event in the background,
+  through its bounded posting workers (``main.POSTING_WORKERS``).
+- ``Direct(api)``, outside them (the stamping threads, the streams, the source checks):
+  one create request from the calling thread, which its own bounded pool already limits
+  (a fan-out to 10 000 dependents holds no queue of Events and no connection per Event).
+"""
 
 from __future__ import annotations
 
@@ -8,46 +17,32 @@ from typing import Any, Protocol, cast
 
 import kopf
 
+from restarter.model.reasons import Reason
 from restarter.services.kube import Api
 
 
-def event(obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
-    """An Event on the object, posted by kopf's queue as component ``restarter``."""
-    kopf.event(cast(Any, obj), type=type, reason=reason, message=message)
+class EventPath(Protocol):
+    def post(self, obj: Mapping[str, Any], *, reason: Reason, message: str) -> None:
+        """An Event about ``obj`` (its apiVersion, kind and metadata), as restarter."""
+        ...
 
 
-def warn(obj: Mapping[str, Any], *, reason: str, message: str) -> None:
-    kopf.warn(cast(Any, obj), reason=reason, message=message)
+class Queued:
+    """Inside a kopf handler: its queue posts the Event in the background."""
+
+    def post(self, obj: Mapping[str, Any], *, reason: Reason, message: str) -> None:
+        kopf.event(cast(Any, obj), type=reason.type, reason=reason.name, message=message)
 
 
-class Poster(Protocol):
-    def event(self, obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None: ...
-
-    def warn(self, obj: Mapping[str, Any], *, reason: str, message: str) -> None: ...
+#: The path of kopf's handlers (it holds nothing).
+QUEUED = Queued()
 
 
-class KopfPoster:
-    """Inside a kopf handler: its queue posts the Events in the background."""
-
-    def event(self, obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
-        event(obj, type=type, reason=reason, message=message)
-
-    def warn(self, obj: Mapping[str, Any], *, reason: str, message: str) -> None:
-        warn(obj, reason=reason, message=message)
-
-
-#: The poster of kopf's handlers (it holds nothing).
-KOPF = KopfPoster()
-
-
-class ApiPoster:
+class Direct:
     """Outside kopf's handlers: one create request per Event, from the calling thread."""
 
     def __init__(self, api: Api) -> None:
         self.api = api
 
-    def event(self, obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
-        self.api.post_object_event(obj, {"type": type, "reason": reason, "message": message})
-
-    def warn(self, obj: Mapping[str, Any], *, reason: str, message: str) -> None:
-        self.event(obj, type="Warning", reason=reason, message=message)
+    def post(self, obj: Mapping[str, Any], *, reason: Reason, message: str) -> None:
+        self.api.create_event(obj, type=reason.type, reason=reason.name, message=message)

@@ -25,7 +25,6 @@ from restarter.model.references import (
     ROLLOUTS,
     WORKLOAD_APIS,
     WORKLOAD_KINDS,
-    api_version,
 )
 from restarter.services import metrics
 
@@ -366,26 +365,16 @@ class Api:
             method, namespace, name, patch, STRATEGIC_MERGE_PATCH, bodies.decode_object
         )
 
-    def post_event(
-        self, plural: str, namespace: str, name: str, uid: str, event: Mapping[str, str]
-    ) -> None:
-        """An Event on a workload from outside kopf's handlers (``type``, ``reason``,
-        ``message``), shown by ``kubectl describe`` like kopf's own."""
-        self._post(
-            {"apiVersion": api_version(plural), "kind": WORKLOAD_KINDS[plural], "uid": uid},
-            namespace,
-            name,
-            event,
-        )
-
-    def post_object_event(self, obj: Mapping[str, Any], event: Mapping[str, str]) -> None:
-        """An Event on an object read from the API (its apiVersion, kind and metadata)."""
+    def create_event(self, obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
+        """An Event about an object (its apiVersion, kind and metadata), shown by
+        ``kubectl describe`` like kopf's own (``services.events`` is the path to it)."""
         metadata = obj.get("metadata") or {}
         involved = {
             "apiVersion": obj.get("apiVersion", ""),
             "kind": obj.get("kind", ""),
             "uid": metadata.get("uid", ""),
         }
+        event = {"type": type, "reason": reason, "message": message}
         self._post(involved, metadata.get("namespace", ""), metadata.get("name", ""), event)
 
     def _post(

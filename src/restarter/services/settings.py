@@ -102,10 +102,6 @@ class Settings:
         return parse_selector(self.namespace_selector) if self.namespace_selector else None
 
     @property
-    def zone(self) -> dt.tzinfo:
-        return parse_zone(self.timezone)
-
-    @property
     def min_window_length(self) -> dt.timedelta:
         """A window must outlast two timer intervals, or it could pass between two ticks."""
         return dt.timedelta(seconds=2 * self.timer_interval)
