@@ -295,3 +295,12 @@ def test_reloader_1_4_21s_own_reading_of_entries_ignore_and_excludes(
     }
     assert pending(apps, namespace, "excluded") == {}
     assert pending(apps, namespace, "quiet-user") == {}
+    # The entry that is no expression is said once, on the workload that carries it.
+    (warning,) = events(core, namespace, "bad-entry", "InvalidReloadEntry")
+    assert warning.type == "Warning"
+    assert "secret.reloader.stakater.com/reload entry 'db-(' is not a regular expression" in (
+        warning.message
+    )
+    for name in names:
+        if name != "bad-entry":
+            assert events(core, namespace, name, "InvalidReloadEntry") == []

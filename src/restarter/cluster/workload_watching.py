@@ -22,15 +22,11 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from restarter.cluster.reference_map import ReferenceMap, uses_of
-from restarter.model import bodies
-from restarter.model.optin import OptIn
-from restarter.model.references import (
-    APPS_KINDS,
-    ROLLOUTS,
-    WORKLOAD_KINDS,
-    rollout_workload_ref,
-    with_template,
-)
+from restarter.model import bodies, reasons
+from restarter.model.kinds import APPS_KINDS, ROLLOUTS, WORKLOAD_KINDS, api_version
+from restarter.model.optin import OptIn, invalid_entries_message
+from restarter.model.references import rollout_workload_ref, with_template
+from restarter.services.events import Direct
 from restarter.services.kube import Api, ApiError, stream_lines
 
 log = logging.getLogger(__name__)
@@ -210,7 +206,10 @@ class Stream(ListWatch):
         super().__init__(plural, namespace, stopping, on_sync)
         self.api, self.reference_map, self.plural = api, reference_map, plural
         self.inspect, self.reloader = inspect, reloader
+        self.events = Direct(api)
         self._optins: dict[tuple[str, str], OptIn] = {}
+        # Reloader reload list entries that are no expression, as last said per workload.
+        self._invalid: dict[tuple[str, str], tuple[tuple[str, str, str], ...]] = {}
         # Held while the map takes what arrived, and by stop(): once stop() returns,
         # this stream changes the map no more (its namespace's entries can be dropped).
         self._applying = threading.Lock()
@@ -236,6 +235,7 @@ class Stream(ListWatch):
         listing[metadata["namespace"], metadata["name"]] = refs
         if optin is not None:
             self._optins[metadata["namespace"], metadata["name"]] = optin
+        self._say_invalid(item, optin)
         self.inspect.observe(self.plural, item)
 
     def took_listing(self, listing: dict[tuple[str, str], Any]) -> str:
@@ -260,10 +260,36 @@ class Stream(ListWatch):
             self.reference_map.apply(
                 kind, self.plural, metadata["namespace"], metadata["name"], refs, optin
             )
+        self._say_invalid(body, None if kind == "DELETED" else optin)
         if kind == "DELETED":
             self.inspect.deleted(self.plural, metadata["namespace"], metadata["name"])
         else:
             self.inspect.observe(self.plural, body)
+
+    def _say_invalid(self, body: dict[str, Any], optin: OptIn | None) -> None:
+        """Reload list entries that are no regular expression are skipped: say so once per
+        workload (a Warning Event on it and a log line), again when its entries change."""
+        metadata = body.get("metadata") or {}
+        key = (metadata.get("namespace", ""), metadata.get("name", ""))
+        invalid = optin.invalid if optin is not None else ()
+        if self._invalid.get(key, ()) == invalid:
+            return
+        if not invalid:
+            self._invalid.pop(key, None)
+            return
+        self._invalid[key] = invalid
+        assert optin is not None
+        message = invalid_entries_message(optin)
+        log.warning(f"{WORKLOAD_KINDS[self.plural]} {key[0]}/{key[1]}: {message}")
+        workload = {
+            **body,
+            "apiVersion": api_version(self.plural),
+            "kind": WORKLOAD_KINDS[self.plural],
+        }
+        try:
+            self.events.post(workload, reason=reasons.INVALID_RELOAD_ENTRY, message=message)
+        except Exception as error:  # the watch must outlive one failed Event
+            log.warning(f"{WORKLOAD_KINDS[self.plural]} {key[0]}/{key[1]}: no Event: {error}")
 
 
 class ServedAsked:

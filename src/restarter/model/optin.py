@@ -34,7 +34,8 @@ RELOADER_AUTO = f"{RELOADER}/auto"
 RELOADER_TYPED_AUTO = {SECRET: f"secret.{RELOADER}/auto", CONFIGMAP: f"configmap.{RELOADER}/auto"}
 #: On a workload (or its pod template): a comma list; each entry is the expression
 #: ``^entry$`` (``db.prod`` also matches ``db-prod``), and selects the sources of that kind
-#: it matches, used by the pod template or not. An entry that is no expression is skipped.
+#: it matches, used by the pod template or not. An entry that is no expression is skipped,
+#: with a Warning Event ``InvalidReloadEntry`` on the workload.
 RELOADER_RELOAD = {SECRET: f"secret.{RELOADER}/reload", CONFIGMAP: f"configmap.{RELOADER}/reload"}
 #: On a workload: a comma list of names (exact, not expressions) that nothing selects,
 #: not even a reload list.

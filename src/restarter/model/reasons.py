@@ -114,6 +114,13 @@ ROLLOUT_STALLED = Reason(
     WORKLOAD,
     "its rollout passed `--rollout-timeout` or its progress deadline; its pacing slot is freed",
 )
+INVALID_RELOAD_ENTRY = Reason(
+    "InvalidReloadEntry",
+    WARNING,
+    WORKLOAD,
+    "with Reloader's annotations honoured: an entry of its reload list is no regular "
+    "expression; that entry is skipped, the others still count",
+)
 #: kopf's own: restarter sets kopf's posting level to INFO, so a line logged about an
 #: object kopf handles (a labelled source, a pending workload) is also an Event on it,
 #: typed by the line's level.
@@ -140,6 +147,7 @@ REASONS: dict[str, Reason] = {
         RESTART_SKIPPED,
         INVALID_PENDING_MARK,
         ROLLOUT_STALLED,
+        INVALID_RELOAD_ENTRY,
         LOGGING,
     )
 }
