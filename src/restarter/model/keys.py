@@ -33,13 +33,16 @@ KEY_DIGESTS = f"{PREFIX}/key-digests"
 #: checksum is recorded.
 CHANGE = f"{PREFIX}/change"
 
-#: Annotation on a source labelled ``restart-at=cron``: 5-field cron of the window starts.
+#: Annotation on a source labelled ``restart-at=cron`` (or a workload whose
+#: ``restarter.io/restart-at`` is ``cron``): 5-field cron of the window starts.
 CRON = f"{PREFIX}/cron"
 
-#: Annotation on a source: IANA zone of its window, overriding the operator's default.
+#: Annotation on a source (or a workload with ``restarter.io/restart-at``): IANA zone of
+#: its window, overriding the operator's default.
 TIMEZONE = f"{PREFIX}/timezone"
 
-#: Annotation on a source: its window's length (``90m``, ``2h``), overriding the default.
+#: Annotation on a source (or a workload with ``restarter.io/restart-at``): its window's
+#: length (``90m``, ``2h``), overriding the operator's default.
 WINDOW_LENGTH = f"{PREFIX}/window-length"
 
 #: Annotation on a Deployment, StatefulSet or DaemonSet: the workload opts in. When a source
