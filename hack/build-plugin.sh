@@ -71,8 +71,10 @@ wheel="$(ls "$WORK"/wheel/restarter-*.whl)"
 # No .pyc: the zipapp compiles nothing ahead, so its bytes do not depend on when it was built.
 env -u PIP_FIND_LINKS "${pip[@]}" install --require-hashes --no-deps --only-binary :all: \
   --no-compile --no-index --find-links "$WHEELS" --target "$WORK/site" -r requirements/runtime.txt
-# As in the image: the Kubernetes client's asyncio copy never runs (68 MB); scripts neither.
+# As in the image: the Kubernetes client's asyncio copy never runs (68 MB); scripts neither
+# (their records go too: they name the interpreter that installed them, a path of this machine).
 rm -rf "$WORK/site/kubernetes/aio" "$WORK/site/bin"
+sed -i '/^\.\.\/\.\.\/bin\//d' "$WORK"/site/*.dist-info/RECORD
 
 # Run by another Python, the compiled dependencies would fail to import: say so first.
 cat >"$WORK/preamble.py" <<PY
