@@ -3,7 +3,7 @@
 # node's kubelet too; its containerd and runc are Debian's, installed by hack/setup.sh).
 # Output: $RESTARTER_CACHE/k8s-<version>/bin (default ~/.cache/restarter/...), and
 # cert-manager's controller in $RESTARTER_CACHE/cert-manager-<version>/bin, Argo Rollouts'
-# in $RESTARTER_CACHE/argo-rollouts-<version>/bin.
+# in $RESTARTER_CACHE/argo-rollouts-<version>/bin, the registry and promtool likewise.
 # A second run finds the binaries and builds nothing.
 set -euo pipefail
 
@@ -74,5 +74,15 @@ build_controller cert-manager github.com/cert-manager/cert-manager "$CERT_MANAGE
 # module's replace directives (they apply only in a main module). 4 min 40 s here with -p=1.
 build_controller argo-rollouts github.com/argoproj/argo-rollouts "$ARGO_ROLLOUTS_VERSION" \
   github.com/argoproj/argo-rollouts/cmd/rollouts-controller rollouts-controller
+
+# The OCI registry that serves the image and the chart to the real node, and promtool, which
+# checks and unit-tests the chart's PrometheusRule.
+build_controller registry github.com/distribution/distribution/v3 "$DISTRIBUTION_VERSION" \
+  github.com/distribution/distribution/v3/cmd/registry registry
+build_controller promtool github.com/prometheus/prometheus "$PROMETHEUS_VERSION" \
+  github.com/prometheus/prometheus/cmd/promtool promtool
+# The registry's htpasswd line maker (bcrypt, the one hash its htpasswd file takes).
+build_controller registry github.com/distribution/distribution/v3 "$DISTRIBUTION_VERSION" \
+  ./htpasswd registry-htpasswd
 
 echo "$BIN"

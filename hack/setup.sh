@@ -7,9 +7,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 # The real node's runtime (containerd, runc, CNI plugins, nsenter, ip) and the daemonless
-# image build (buildah, mmdebstrap, busybox-static), from Debian's packages.
+# image build (buildah, mmdebstrap, busybox-static) and its push (skopeo), from Debian's packages.
 DEBIAN_PACKAGES=(containerd runc containernetworking-plugins iproute2 util-linux
-  buildah mmdebstrap busybox-static uidmap fuse-overlayfs)
+  buildah mmdebstrap busybox-static uidmap fuse-overlayfs skopeo)
 missing=()
 for package in "${DEBIAN_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -37,8 +37,6 @@ if [[ ! -f "$stamp" ]]; then
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
-# The locked runtime's wheels that hack/build-plugin.sh bundles into the kubectl plugin.
-"$ROOT/hack/build-plugin.sh" --fetch
 
 command -v go >/dev/null || { echo "setup: Go is required to build the control plane" >&2; exit 1; }
 "$ROOT/hack/build-cluster-binaries.sh" >/dev/null

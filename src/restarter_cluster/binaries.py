@@ -47,6 +47,15 @@ def cache_dir() -> Path:
     return cache_root() / f"k8s-{pinned_versions()['KUBERNETES_VERSION']}" / "bin"
 
 
+def component(name: str, version_key: str) -> Path:
+    """A binary built into ``<cache>/<name>-<version>/bin`` (the registry, promtool: see
+    hack/build-cluster-binaries.sh), or MissingBinaries naming the script that builds it."""
+    path = cache_root() / f"{name}-{pinned_versions()[version_key]}" / "bin" / name
+    if not path.is_file():
+        raise MissingBinaries(f"missing {path}; build it once with {BUILD_SCRIPT}")
+    return path
+
+
 def search_path() -> list[Path]:
     """Directories searched in order: $RESTARTER_K8S_BIN, $KUBEBUILDER_ASSETS, the cache."""
     dirs = [os.environ.get("RESTARTER_K8S_BIN"), os.environ.get("KUBEBUILDER_ASSETS")]
