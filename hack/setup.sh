@@ -37,6 +37,8 @@ if [[ ! -f "$stamp" ]]; then
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
+# The locked runtime's wheels that hack/build-plugin.sh bundles into the kubectl plugin.
+"$ROOT/hack/build-plugin.sh" --fetch
 
 command -v go >/dev/null || { echo "setup: Go is required to build the control plane" >&2; exit 1; }
 "$ROOT/hack/build-cluster-binaries.sh" >/dev/null
