@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The main job, end to end: a local control plane with a real node, the chart installed
-# with the image built here, an app on the real node printing a Secret labelled
-# restart-at=<a minute or two ahead>, a data change that waits for that window, the
-# scheduled restart and the new pod printing the new value; then a cron window that keeps a
-# change waiting, and cert-manager renewing a certificate that a Deployment mounts.
+# from a local OCI registry (hack/release.sh pushed it and the image built here), an app on
+# the real node printing a Secret labelled restart-at=<a minute or two ahead>, a data change
+# that waits for that window, the scheduled restart and the new pod printing the new value;
+# then a cron window that keeps a change waiting, and cert-manager renewing a certificate
+# that a Deployment mounts.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -61,15 +62,24 @@ FIRST_POD="$(shop_pod)"
 echo "what $FIRST_POD printed (read from the node's pod log directory):"
 .venv/bin/restarter-cluster logs demo "$FIRST_POD" shop
 
-say "restarter installed with Helm, from the image built here, as a pod on the real node (timer every 5s)"
-"$BIN/helm" --kubeconfig "$RESTARTER_CLUSTER_DIR/kubeconfig" install restarter charts/restarter \
-  -n restarter --create-namespace --set image.repository=localhost/restarter \
+say "a private OCI registry on loopback (htpasswd); hack/release.sh pushes the image and the chart to it"
+eval "$(.venv/bin/restarter-cluster registry --publish)"
+echo "image $IMAGE@$IMAGE_DIGEST, chart $CHART $CHART_VERSION"
+
+say "restarter installed with Helm from $CHART, its image pulled by the real node's kubelet (timer every 5s)"
+kubectl create namespace restarter
+kubectl -n restarter create secret generic regcred --type=kubernetes.io/dockerconfigjson \
+  --from-file=.dockerconfigjson="$REGISTRY_AUTH"
+"$BIN/helm" --kubeconfig "$RESTARTER_CLUSTER_DIR/kubeconfig" install restarter "$CHART" \
+  --version "$CHART_VERSION" --plain-http --registry-config "$REGISTRY_AUTH" \
+  -n restarter --set 'imagePullSecrets[0].name=regcred' \
   --set timerInterval=5 --set logFormat=plain \
   --set-json 'nodeSelector={"restarter.io/real-node":"true"}' \
   --set-json 'tolerations=[{"key":"restarter.io/real-node","operator":"Equal","value":"true","effect":"NoSchedule"}]' \
   >/dev/null
 kubectl -n restarter rollout status deployment/restarter --timeout=120s
 kubectl -n restarter get pods -o wide
+kubectl -n restarter get events --field-selector reason=Pulled -o custom-columns=REASON:.reason,MESSAGE:.message
 for _ in $(seq 60); do
   kubectl -n demo get secret db-credentials -o jsonpath='{.metadata.annotations.restarter\.io/checksum}' | grep -q sha256 && break
   sleep 0.5

@@ -1,10 +1,11 @@
-"""``restarter-cluster up|down|env|status``: the local control plane from the shell."""
+"""``restarter-cluster up|down|env|status|registry``: the local control plane from the shell."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -16,6 +17,7 @@ from restarter_cluster.argo_rollouts import ArgoRollouts
 from restarter_cluster.binaries import MissingBinaries
 from restarter_cluster.cert_manager import CertManager, CertManagerError
 from restarter_cluster.cluster import STATE_FILE, Cluster, ClusterError, process_alive
+from restarter_cluster.registry import Registry, RegistryError
 
 DEFAULT_DIR = Path(
     os.environ.get("RESTARTER_CLUSTER_DIR", Path(tempfile.gettempdir()) / "restarter-cluster")
@@ -105,6 +107,20 @@ def _cert_manager(args: argparse.Namespace) -> int:
     return 0
 
 
+def _registry(args: argparse.Namespace) -> int:
+    """Start the cluster's registry; with --publish, push the image and chart to it and
+    print shell assignments of what was pushed (for ``eval``)."""
+    running = Registry(Cluster.attach(args.dir)).up()
+    values = {"REGISTRY": running.host, "REGISTRY_AUTH": str(running.auth_file)}
+    if args.publish:
+        published = running.publish()
+        values |= {"CHART": published.chart, "CHART_VERSION": published.version}
+        values |= {"IMAGE": published.repository, "IMAGE_DIGEST": published.digest}
+    for key, value in values.items():
+        print(f"{key}={shlex.quote(value)}")
+    return 0
+
+
 def _status(args: argparse.Namespace) -> int:
     cluster = Cluster.attach(args.dir)
     states = {name: process_alive(pid) for name, pid in cluster.pids.items()}
@@ -148,6 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser(
         "cert-manager", help="install cert-manager's CRDs and start its controller (no webhook)"
     ).set_defaults(run=_cert_manager)
+    registry = sub.add_parser(
+        "registry",
+        help="start an OCI registry on loopback (htpasswd), reachable from the real node",
+    )
+    registry.add_argument(
+        "--publish", action="store_true", help="push the image and the chart (hack/release.sh)"
+    )
+    registry.set_defaults(run=_registry)
     args = parser.parse_args(argv)
     try:
         return int(args.run(args))
@@ -156,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         ClusterError,
         node.NodeError,
         CertManagerError,
+        RegistryError,
         FileNotFoundError,
     ) as error:
         print(f"restarter-cluster: {error}", file=sys.stderr)

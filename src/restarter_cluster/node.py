@@ -1,5 +1,6 @@
 """A real node beside kwok's simulated ones: kubelet, containerd and runc running real
-containers from images imported into containerd (no registry).
+containers from images imported into containerd, or pulled from the local registry
+(``registry``: its own forwarder into the node's namespace and a hosts.toml).
 
 The node lives in a network namespace of its own, made by the cluster and deleted with it:
 kubelet, containerd and every pod (each in its own namespace on a CNI bridge inside it)
@@ -116,6 +117,12 @@ class RealNode:
     @property
     def pod_logs(self) -> Path:
         return self.directory / "pod-logs"
+
+    @property
+    def registry_config_dir(self) -> Path:
+        """containerd's per-registry hosts.toml files (``<dir>/<host:port>/hosts.toml``),
+        read at each pull: ``registry.Registry`` writes the local registry's there."""
+        return self.directory / "registry-hosts"
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -299,6 +306,8 @@ disabled_plugins = [
   [{cri}.cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "{d / "cni"}"
+  [{cri}.registry]
+    config_path = "{self.registry_config_dir}"
 """
         path = d / "containerd.toml"
         path.write_text(config)

@@ -28,8 +28,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- default (include "restarter.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
 
+{{/* The image by digest when image.digest is set (it wins over the tag), else by tag. */}}
 {{- define "restarter.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* RBAC rules: exactly the API calls restarter and kopf make. */}}
