@@ -10,7 +10,8 @@ their marks are gone, again ("after"). Every snapshot is taken after a full garb
 collection. The report gives RSS and traced MiB per phase and, between consecutive phases,
 the call stacks whose live memory grew most: memory kept per restarted workload shows
 there, and whether a second window adds to it (a leak) or not (a cost paid once per
-workload).
+workload). ``--census`` counts the live objects by type instead (``BENCH_CENSUS``), at full
+speed: which kinds of object a window leaves behind.
 """
 
 from __future__ import annotations
@@ -102,14 +103,46 @@ def _restarted_at(body: dict[str, Any]) -> str | None:
     return (template.get("annotations") or {}).get(keys.RESTARTED_AT)
 
 
-def _phase(process: OperatorProcess, trace: Path, phase: str) -> dict[str, Any]:
+def _phase(process: OperatorProcess, trace: Path, phase: str, census: bool) -> dict[str, Any]:
     usage = vars(process.usage())
-    usage["traced_live_mb"] = process.dump_allocations(phase)
-    snapshot = trace.with_name(trace.name + ".snapshot")
-    snapshot.rename(trace.with_name(f"{trace.stem}.{phase}.snapshot"))
+    if census:
+        usage["traced_live_mb"] = math.nan
+        _take_census(process, trace.with_name(f"census.{phase}.txt"))
+    else:
+        usage["traced_live_mb"] = process.dump_allocations(phase)
+        snapshot = trace.with_name(trace.name + ".snapshot")
+        snapshot.rename(trace.with_name(f"{trace.stem}.{phase}.snapshot"))
     usage["phase"] = phase
     log.info(json.dumps(usage))
     return usage
+
+
+def _take_census(process: OperatorProcess, kept: Path) -> None:
+    written = Path(process.env["BENCH_CENSUS"])
+    written.unlink(missing_ok=True)
+    os.kill(process.pid, signal.SIGUSR2)
+    _wait(written.exists, 600, "the census")
+    written.rename(kept)
+
+
+def _counts(path: Path) -> dict[str, int]:
+    lines = path.read_text().splitlines()
+    counts = {"(allocated blocks)": int(lines[0].split()[-1])}
+    for line in lines[1:]:
+        count, name = line.split("\t")
+        counts[name] = int(count)
+    return counts
+
+
+def _census_growth(older: Path, newer: Path) -> list[str]:
+    """The object types whose count grew most from ``older`` to ``newer``."""
+    before, after = _counts(older), _counts(newer)
+    grown = sorted(after, key=lambda name: before.get(name, 0) - after[name])
+    return [
+        f"{after[name] - before.get(name, 0):+9d} {name} (now {after[name]})"
+        for name in grown[: 2 * TOP]
+        if after[name] != before.get(name, 0)
+    ]
 
 
 def _growth(older: Path, newer: Path) -> list[str]:
@@ -135,10 +168,12 @@ def run(args: argparse.Namespace, cluster: AuditedCluster) -> dict[str, Any]:
     paths = [str(MEMTRACE), *filter(None, [args.src, os.environ.get("PYTHONPATH")])]
     env = {
         "PYTHONPATH": os.pathsep.join(paths),
-        "BENCH_TRACEMALLOC": str(trace),
-        "BENCH_TRACE_FROM_SIGNAL": "1",
         "BENCH_SAMPLE": str(args.workdir / "restarter.samples.tsv"),
     }
+    if args.census:
+        env["BENCH_CENSUS"] = str(args.workdir / "census.txt")
+    else:
+        env |= {"BENCH_TRACEMALLOC": str(trace), "BENCH_TRACE_FROM_SIGNAL": "1"}
     flags = ["--namespace", NAMESPACE, "--timer-interval", f"{args.timer_interval:g}"]
     flags += ["--max-in-flight", "0", "--max-per-minute", "0"]
     process = OperatorProcess.module(
@@ -152,7 +187,7 @@ def run(args: argparse.Namespace, cluster: AuditedCluster) -> dict[str, Any]:
             return keys.CHECKSUM in found
 
         _wait(recorded, 600, "first sight")
-        phases.append(_phase(process, trace, "ready"))
+        phases.append(_phase(process, trace, "ready", args.census))
         for window in range(args.windows):
             before = {d["metadata"]["name"]: _restarted_at(d) for d in _deployments(client)}
             lead = 60 + args.stamp_seconds * len(names)
@@ -171,7 +206,7 @@ def run(args: argparse.Namespace, cluster: AuditedCluster) -> dict[str, Any]:
             if dt.datetime.now(dt.UTC) >= start:
                 raise RuntimeError("the stamps took past the window's start: raise --stamp-seconds")
             time.sleep(10)
-            phases.append(_phase(process, trace, f"pending-{window}"))
+            phases.append(_phase(process, trace, f"pending-{window}", args.census))
 
             def done(before: dict[str, str | None] = before) -> bool:
                 found = _deployments(client)
@@ -182,16 +217,22 @@ def run(args: argparse.Namespace, cluster: AuditedCluster) -> dict[str, Any]:
 
             _wait(done, 3600, "every restart and its marks cleared")
             time.sleep(15)
-            phases.append(_phase(process, trace, f"after-{window}"))
+            phases.append(_phase(process, trace, f"after-{window}", args.census))
     finally:
         process.stop()
     growth = {}
     for older, newer in itertools.pairwise(phases):
         key = f"{older['phase']} → {newer['phase']}"
-        growth[key] = _growth(
-            trace.with_name(f"{trace.stem}.{older['phase']}.snapshot"),
-            trace.with_name(f"{trace.stem}.{newer['phase']}.snapshot"),
-        )
+        if args.census:
+            growth[key] = _census_growth(
+                trace.with_name(f"census.{older['phase']}.txt"),
+                trace.with_name(f"census.{newer['phase']}.txt"),
+            )
+        else:
+            growth[key] = _growth(
+                trace.with_name(f"{trace.stem}.{older['phase']}.snapshot"),
+                trace.with_name(f"{trace.stem}.{newer['phase']}.snapshot"),
+            )
     return {"phases": phases, "growth": growth}
 
 
@@ -219,6 +260,11 @@ def main(argv: list[str]) -> int:
         type=float,
         default=0.15,
         help="time allowed per stamp (under tracemalloc) when setting the window",
+    )
+    parser.add_argument(
+        "--census",
+        action="store_true",
+        help="count live objects by type at each phase instead of tracemalloc (full speed)",
     )
     parser.add_argument("--src", help="a src/ to measure instead of this checkout's")
     parser.add_argument("--workdir", type=Path)

@@ -4,6 +4,9 @@
   biggest live ones (by call stack and by file) to that file, and the whole snapshot
   to ``<file>.snapshot`` (after a full collection). Slow: profiling only. With
   ``BENCH_TRACE_FROM_SIGNAL=1`` tracing starts at the first SIGUSR1 (its dump is empty).
+- ``BENCH_CENSUS=<file>``: on SIGUSR2, every live object tracked by the collector,
+  counted by type, written to that file (after a full collection). Cheap enough to run
+  at full speed.
 - ``BENCH_MEMRAY=<file>``: memray tracks every allocation (Python and native) and writes,
   when the process exits, the allocations live at its high-water mark (memray's
   aggregated format: ``memray flamegraph`` or ``memray tree`` of that file).
@@ -29,6 +32,7 @@ MEMRAY = os.environ.get("BENCH_MEMRAY")
 SAMPLE = os.environ.get("BENCH_SAMPLE", "").replace("%p", str(os.getpid()))
 SAMPLE_INTERVAL = 0.5
 FRAMES = 16
+CENSUS = os.environ.get("BENCH_CENSUS")
 #: Trace only from the first SIGUSR1 on: what grows after that moment, without tracing
 #: the imports and start-up (minutes under tracemalloc).
 FROM_SIGNAL = bool(os.environ.get("BENCH_TRACE_FROM_SIGNAL"))
@@ -54,6 +58,22 @@ def _dump(signum: int, frame: FrameType | None) -> None:
         out.write("\n## end\n")
 
 
+def _census(signum: int, frame: FrameType | None) -> None:
+    """Live objects by type (after a full collection), biggest counts first."""
+    assert CENSUS is not None
+    gc.collect()
+    counts: dict[str, int] = {}
+    for item in gc.get_objects():
+        kind = type(item)
+        name = f"{kind.__module__}.{kind.__qualname__}"
+        counts[name] = counts.get(name, 0) + 1
+    with open(CENSUS + ".tmp", "w") as out:
+        out.write(f"allocated blocks {sys.getallocatedblocks()}\n")
+        for name, count in sorted(counts.items(), key=lambda item: -item[1]):
+            out.write(f"{count}\t{name}\n")
+    os.replace(CENSUS + ".tmp", CENSUS)
+
+
 def _rss_kib() -> int:
     with open("/proc/self/status") as status:
         for line in status:
@@ -77,6 +97,9 @@ if OUTPUT:
     if not FROM_SIGNAL:
         tracemalloc.start(FRAMES)
     signal.signal(signal.SIGUSR1, _dump)
+
+if CENSUS:
+    signal.signal(signal.SIGUSR2, _census)
 
 if MEMRAY:
     import memray
