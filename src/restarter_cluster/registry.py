@@ -90,10 +90,6 @@ class Registry:
         skopeo (``--authfile``) read."""
         return self.directory / "auth.json"
 
-    @property
-    def password(self) -> str:
-        return (self.directory / "password").read_text()
-
     # -- lifecycle ---------------------------------------------------------------------
 
     def up(self, timeout: float = 60.0, attempts: int = 3) -> Registry:
@@ -116,7 +112,6 @@ class Registry:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.cluster.ports["registry"] = free_port()
         password = secrets.token_urlsafe(24)
-        self._write_private(self.directory / "password", password)
         self._write_private(self.directory / "htpasswd", _htpasswd_line(USER, password))
         token = base64.b64encode(f"{USER}:{password}".encode()).decode()
         self._write_private(self.auth_file, json.dumps({"auths": {self.host: {"auth": token}}}))
