@@ -8,6 +8,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -21,7 +22,7 @@ import pytest
 import pytz
 import yaml
 
-from restarter.model import decisions, keys
+from restarter.model import keys, stamps
 from restarter_cluster.binaries import locate
 from restarter_cluster.cluster import Cluster
 from tests.conftest import REPO, Operator, wait_for
@@ -105,7 +106,25 @@ def kubeconfig_with_two_contexts(cluster: Cluster, path: Path) -> Path:
 
 def pending_marks(read: Callable[[], Any]) -> dict[str, str] | None:
     annotations: dict[str, str] = read().metadata.annotations or {}
-    return annotations if decisions.pending_marks(annotations) else None
+    return annotations if stamps.pending_marks(annotations) else None
+
+
+def test_the_krew_manifest_follows_krews_rules(plugin: Plugin) -> None:
+    """What krew checks before it installs (its manifest validation), on the built manifest."""
+    manifest = yaml.safe_load((plugin.out / "restarter.yaml").read_text())
+    assert manifest["apiVersion"] == "krew.googlecontainertools.github.com/v1alpha2"
+    assert manifest["kind"] == "Plugin"
+    assert manifest["metadata"]["name"] == "restarter"  # the file's name, the command's
+    spec = manifest["spec"]
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", spec["version"])
+    assert spec["shortDescription"] and "\n" not in spec["shortDescription"]
+    assert spec["description"].strip()
+    (platform,) = spec["platforms"]
+    assert set(platform["selector"]["matchLabels"]) == {"os", "arch"}
+    assert re.fullmatch(r"[a-f0-9]{64}", platform["sha256"])
+    assert platform["uri"].startswith("https://") and platform["uri"].endswith(".tar.gz")
+    assert "@" not in yaml.safe_dump(manifest)  # no placeholder of the template left
+    assert (plugin.bin_dir / platform["bin"]).is_file()
 
 
 def test_the_plugin_runs_without_restarter_installed(plugin: Plugin) -> None:
