@@ -6,7 +6,6 @@ by digest; the registry is CNCF distribution's, built from its pinned module."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import kubernetes
@@ -38,15 +37,6 @@ def pod_events(core: Core, namespace: str, pod: str) -> list[Any]:
     return list(core.list_namespaced_event(namespace, field_selector=selector).items)
 
 
-@pytest.fixture
-def system_namespace(core: Core) -> Iterator[str]:
-    """A release namespace holding the registry's pull secret."""
-    name = f"oci-{uuid.uuid4().hex[:5]}-system"
-    core.create_namespace({"metadata": {"name": name}})
-    yield name
-    core.delete_namespace(name)
-
-
 def test_the_chart_from_the_registry_runs_the_image_the_kubelet_pulled_with_its_secret(
     cluster: Cluster,
     real_node: RealNode,
@@ -54,11 +44,11 @@ def test_the_chart_from_the_registry_runs_the_image_the_kubelet_pulled_with_its_
     registry: Registry,
     published: Published,
     namespace: str,
-    system_namespace: str,
 ) -> None:
-    core.create_namespaced_secret(system_namespace, registry.pull_secret("regcred"))
+    """The release lives in the namespace it watches, beside its pull secret."""
+    core.create_namespaced_secret(namespace, registry.pull_secret("regcred"))
     seen = len(registry.log())
-    name = system_namespace.removesuffix("-system")
+    name = f"oci-{uuid.uuid4().hex[:5]}"
     helm(
         cluster,
         "install",
@@ -70,7 +60,7 @@ def test_the_chart_from_the_registry_runs_the_image_the_kubelet_pulled_with_its_
         "--registry-config",
         str(registry.auth_file),
         "-n",
-        system_namespace,
+        namespace,
         "--set",
         "imagePullSecrets[0].name=regcred",
         "--set",
@@ -82,7 +72,7 @@ def test_the_chart_from_the_registry_runs_the_image_the_kubelet_pulled_with_its_
         *on_the_real_node(),
         timeout=300,
     )
-    release = Release(cluster, real_node, core, name, system_namespace, [namespace])
+    release = Release(cluster, real_node, core, name, namespace, [namespace])
     try:
         [pod] = release.running(1)
         pinned = f"{published.repository}@{published.digest}"
@@ -90,7 +80,7 @@ def test_the_chart_from_the_registry_runs_the_image_the_kubelet_pulled_with_its_
         assert [s.name for s in pod.spec.image_pull_secrets] == ["regcred"]
         status = pod.status.container_statuses[0]
         assert status.image_id == pinned  # pulled from the registry, not the imported one
-        events = pod_events(core, system_namespace, pod.metadata.name)
+        events = pod_events(core, namespace, pod.metadata.name)
         assert f'Pulling image "{pinned}"' in [e.message for e in events if e.reason == "Pulling"]
         [pulled] = [e.message for e in events if e.reason == "Pulled"]
         assert pulled.startswith(f'Successfully pulled image "{pinned}"')

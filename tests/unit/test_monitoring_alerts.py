@@ -45,19 +45,24 @@ class Case:
         ]
 
 
+def alert(name: str, summary: str, **labels: str) -> dict[str, list[tuple[dict[str, str], str]]]:
+    """One alert expected firing: its own labels and its summary."""
+    return {name: [(labels, summary)]}
+
+
 CASES = [
     Case("a scraped, acting operator", "60m", {}),
     Case(
         "no replica up",
         "10m",
         {series("up"): "0x20"},
-        {"RestarterDown": [({}, "No restarter replica is up.")]},
+        alert("RestarterDown", "No restarter replica is up."),
     ),
     Case(
         "only another job's targets are up",
         "10m",
         {series("up", job="other"): "1x20"},
-        {"RestarterDown": [({}, "No restarter replica is up.")]},
+        alert("RestarterDown", "No restarter replica is up."),
     ),
     Case(
         "one replica of two down",
@@ -68,13 +73,13 @@ CASES = [
         "no replica acting",
         "10m",
         {series("restarter_leader"): "0x20", series("restarter_leader", pod="restarter-1"): "0x20"},
-        {"RestarterNoLeader": [({}, "0 restarter replicas are acting, not one.")]},
+        alert("RestarterNoLeader", "0 restarter replicas are acting, not one."),
     ),
     Case(
         "two replicas acting",
         "10m",
         {series("restarter_leader"): "1x20", series("restarter_leader", pod="restarter-1"): "1x20"},
-        {"RestarterNoLeader": [({}, "2 restarter replicas are acting, not one.")]},
+        alert("RestarterNoLeader", "2 restarter replicas are acting, not one."),
     ),
     Case(
         "one replica acting, one standby",
@@ -85,11 +90,7 @@ CASES = [
         "patches refused for 20 minutes",
         "20m",
         {series("restarter_api_errors_total", verb="patch", code="500"): "0+1x30"},
-        {
-            "RestarterStampsFailing": [
-                ({"code": "500"}, "restarter's patches are refused (HTTP 500).")
-            ]
-        },
+        alert("RestarterStampsFailing", "restarter's patches are refused (HTTP 500).", code="500"),
     ),
     Case(
         "one patch refused once",
@@ -100,14 +101,11 @@ CASES = [
         "a restart refused",
         "25m",
         {series("restarter_restarts_total", kind="Deployment", result="failed"): "0x20 1x10"},
-        {
-            "RestarterRestartsFailed": [
-                (
-                    {"kind": "Deployment"},
-                    "1 Deployment restart(s) refused by the API in the last 15 minutes.",
-                )
-            ]
-        },
+        alert(
+            "RestarterRestartsFailed",
+            "1 Deployment restart(s) refused by the API in the last 15 minutes.",
+            kind="Deployment",
+        ),
     ),
     Case(
         "restarts done, none refused",
@@ -121,14 +119,11 @@ CASES = [
         "two restarts deferred past their window",
         "20m",
         {series("restarter_restarts_total", kind="StatefulSet", result="deferred"): "0x10 2x10"},
-        {
-            "RestarterRestartsPastWindow": [
-                (
-                    {"kind": "StatefulSet"},
-                    "2 StatefulSet restart(s) waited past their window in the last hour.",
-                )
-            ]
-        },
+        alert(
+            "RestarterRestartsPastWindow",
+            "2 StatefulSet restart(s) waited past their window in the last hour.",
+            kind="StatefulSet",
+        ),
     ),
     Case(
         "a deferral more than an hour ago",
@@ -139,14 +134,11 @@ CASES = [
         "a rollout stalled",
         "20m",
         {series("restarter_rollouts_stalled_total", kind="DaemonSet"): "0x10 1x10"},
-        {
-            "RestarterRolloutsStalled": [
-                (
-                    {"kind": "DaemonSet"},
-                    "1 DaemonSet rollout(s) restarter started did not complete in the last hour.",
-                )
-            ]
-        },
+        alert(
+            "RestarterRolloutsStalled",
+            "1 DaemonSet rollout(s) restarter started did not complete in the last hour.",
+            kind="DaemonSet",
+        ),
     ),
     Case(
         "a rollout stalled more than an hour ago",
@@ -157,14 +149,12 @@ CASES = [
         "a checksum refused",
         "15m",
         {series("restarter_source_patch_errors_total", kind="Secret", status="403"): "0x10 1x5"},
-        {
-            "RestarterSourcePatchErrors": [
-                (
-                    {"kind": "Secret", "status": "403"},
-                    "restarter could not record a Secret's change (HTTP 403).",
-                )
-            ]
-        },
+        alert(
+            "RestarterSourcePatchErrors",
+            "restarter could not record a Secret's change (HTTP 403).",
+            kind="Secret",
+            status="403",
+        ),
     ),
     Case(
         "a checksum refused more than 15 minutes ago",
@@ -175,11 +165,9 @@ CASES = [
         "lists unanswered for 20 minutes",
         "20m",
         {series("restarter_api_errors_total", verb="list", code="0"): "0+1x30"},
-        {
-            "RestarterAPIErrors": [
-                ({"verb": "list", "code": "0"}, "restarter's list requests fail (HTTP 0).")
-            ]
-        },
+        alert(
+            "RestarterAPIErrors", "restarter's list requests fail (HTTP 0).", verb="list", code="0"
+        ),
     ),
     Case(
         "one list error",
@@ -190,11 +178,9 @@ CASES = [
         "throttled for 30 minutes",
         "30m",
         {series("restarter_api_errors_total", verb="patch", code="429"): "0+1x40"},
-        {
-            "RestarterAPIThrottled": [
-                ({"verb": "patch"}, "The apiserver throttles restarter (HTTP 429).")
-            ]
-        },
+        alert(
+            "RestarterAPIThrottled", "The apiserver throttles restarter (HTTP 429).", verb="patch"
+        ),
     ),
     Case(
         "throttled once",
@@ -205,11 +191,11 @@ CASES = [
         "an invalid window",
         "10m",
         {series("restarter_invalid_windows_total", kind="ConfigMap"): "0x5 1x5"},
-        {
-            "RestarterInvalidWindows": [
-                ({"kind": "ConfigMap"}, "A ConfigMap asks for a window restarter cannot read.")
-            ]
-        },
+        alert(
+            "RestarterInvalidWindows",
+            "A ConfigMap asks for a window restarter cannot read.",
+            kind="ConfigMap",
+        ),
     ),
     Case(
         "an invalid window more than an hour ago",
