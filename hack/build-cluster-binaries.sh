@@ -48,6 +48,14 @@ if need helm; then
     -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$hminor" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 fi
 
+# krew, as kubectl finds it (kubectl-krew): the kubectl plugin's tests install with it.
+if need kubectl-krew; then
+  krew_tmp="$(mktemp -d)"
+  GOBIN="$krew_tmp" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/krew/cmd/krew@$KREW_VERSION"
+  mv "$krew_tmp/krew" "$BIN/kubectl-krew"
+  rmdir "$krew_tmp"
+fi
+
 # A controller from its pinned module (hack/tools/<name>), into $CACHE/<name>-<version>/bin;
 # then the module itself is downloaded, since the tests read its CRDs from the module cache.
 build_controller() {

@@ -23,7 +23,7 @@ import pytz
 import yaml
 
 from restarter.model import keys, stamps
-from restarter_cluster.binaries import locate
+from restarter_cluster.binaries import cache_dir, locate
 from restarter_cluster.cluster import Cluster
 from tests.conftest import REPO, Operator, wait_for
 from tests.integration.factories import deployment, encoded, env_from_secret, secret
@@ -125,6 +125,48 @@ def test_the_krew_manifest_follows_krews_rules(plugin: Plugin) -> None:
     assert platform["uri"].startswith("https://") and platform["uri"].endswith(".tar.gz")
     assert "@" not in yaml.safe_dump(manifest)  # no placeholder of the template left
     assert (plugin.bin_dir / platform["bin"]).is_file()
+
+
+def krew_install(plugin: Plugin, manifest: Path, root: Path) -> subprocess.CompletedProcess[str]:
+    """``kubectl krew install --manifest --archive`` (krew built from its pinned module by
+    hack/build-cluster-binaries.sh), into ``root``, asking the network nothing."""
+    archive = next(plugin.out.glob("kubectl-restarter-v*.tar.gz"))
+    return subprocess.run(
+        ["kubectl", "krew", "install", f"--manifest={manifest}", f"--archive={archive}"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=plugin.env(KREW_ROOT=str(root), KREW_NO_UPGRADE_CHECK="1"),
+        timeout=300,
+        check=False,
+    )
+
+
+def test_krew_installs_the_archive_its_manifest_names(plugin: Plugin, tmp_path: Path) -> None:
+    assert (cache_dir() / "kubectl-krew").exists(), "hack/build-cluster-binaries.sh builds krew"
+    manifest = plugin.out / "restarter.yaml"
+    installed = krew_install(plugin, manifest, tmp_path / "krew")
+    assert installed.returncode == 0, installed.stderr
+    assert "Installed plugin: restarter" in installed.stderr
+    link = tmp_path / "krew" / "bin" / "kubectl-restarter"
+    assert link.is_symlink()
+    version = subprocess.run(
+        ["kubectl", "restarter", "version"],
+        capture_output=True,
+        text=True,
+        env={**plugin.env(), "PATH": f"{link.parent}:{plugin.env()['PATH']}"},
+        timeout=300,
+        check=False,
+    )
+    assert version.stdout == "kubectl-restarter 0.1.0\n", version.stderr
+    # An archive that is not the one the manifest names is refused.
+    text = manifest.read_text()
+    digest = yaml.safe_load(text)["spec"]["platforms"][0]["sha256"]
+    other = tmp_path / "restarter.yaml"
+    other.write_text(text.replace(digest, "a" * 64))
+    refused = krew_install(plugin, other, tmp_path / "krew-refused")
+    assert refused.returncode != 0
+    assert f"checksum does not match, want: {'a' * 64}, got {digest}" in refused.stderr
 
 
 def test_the_plugin_runs_without_restarter_installed(plugin: Plugin) -> None:
