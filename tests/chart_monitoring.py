@@ -1,5 +1,6 @@
-"""The chart's PrometheusRule and Grafana dashboard as `helm template` renders them, the
-metric names their PromQL reads, and promtool, built by hack/build-cluster-binaries.sh."""
+"""The chart as `helm template` renders it with no cluster (or refuses to), its
+PrometheusRule and Grafana dashboard, the metric names their PromQL reads, and promtool,
+built by hack/build-cluster-binaries.sh."""
 
 from __future__ import annotations
 
@@ -44,6 +45,18 @@ def render(*values: str) -> list[dict[str, Any]]:
         timeout=120,
     ).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def refused(*values: str) -> str:
+    """What helm says when it refuses to render the chart with these values."""
+    out = subprocess.run(
+        [str(binaries.locate()["helm"]), "template", "t", str(CHART), *values],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode != 0, out.stdout
+    return out.stderr
 
 
 def rule_groups(*values: str) -> dict[str, Any]:

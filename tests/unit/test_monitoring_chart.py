@@ -1,31 +1,15 @@
 """The chart's PrometheusRule and Grafana dashboard ConfigMap as rendered: off by default,
-labelled as kube-prometheus expects when on; and image.digest pinning the image."""
+labelled as kube-prometheus expects when on."""
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
-from restarter_cluster import binaries
-from tests.chart_monitoring import CHART, ENABLED, dashboard, dashboard_queries, render
-
-DIGEST = "sha256:" + "ab" * 32
+from tests.chart_monitoring import ENABLED, dashboard, dashboard_queries, refused, render
 
 
 def kinds(*values: str) -> list[tuple[str, str]]:
     return [(doc["kind"], doc["metadata"]["name"]) for doc in render(*values)]
-
-
-def refused(*values: str) -> str:
-    out = subprocess.run(
-        [str(binaries.locate()["helm"]), "template", "t", str(CHART), *values],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert out.returncode != 0, out.stdout
-    return out.stderr
 
 
 def test_neither_is_rendered_by_default() -> None:
@@ -79,28 +63,3 @@ def test_each_needs_the_metrics_port(part: str) -> None:
 
 def test_a_misspelt_key_is_refused() -> None:
     assert "enable" in refused("--set", "metrics.prometheusRule.enable=true")
-
-
-def test_the_digest_pins_the_image_and_wins_over_the_tag() -> None:
-    values = (
-        "--set",
-        "image.repository=registry.example.com/restarter",
-        "--set-string",
-        "image.tag=9",
-    )
-    by_tag = [doc for doc in render(*values) if doc["kind"] == "Deployment"]
-    assert by_tag[0]["spec"]["template"]["spec"]["containers"][0]["image"] == (
-        "registry.example.com/restarter:9"
-    )
-    pinned = render(*values, "--set", f"image.digest={DIGEST}")
-    images = [
-        container["image"]
-        for doc in pinned
-        if doc["kind"] in ("Deployment", "Job")
-        for container in doc["spec"]["template"]["spec"]["containers"]
-    ]
-    assert images and set(images) == {f"registry.example.com/restarter@{DIGEST}"}
-
-
-def test_a_digest_that_is_not_one_is_refused() -> None:
-    assert "digest" in refused("--set", "image.digest=latest")
