@@ -33,7 +33,8 @@ from bench.control_plane import AuditedCluster, api_client, fresh_workdir
 from bench.processes import OperatorProcess
 from bench.stats import median, spread
 from restarter.model import keys
-from restarter.model.progress import Progress, progress
+from restarter.model.kinds import progress
+from restarter.model.progress import Progress
 
 log = logging.getLogger("bench.pacing")
 NAMESPACE = "bench-pacing"
@@ -67,7 +68,7 @@ class Watch:
     def _see(self, body: dict[str, Any]) -> None:
         name = body["metadata"]["name"]
         template = (body["spec"]["template"].get("metadata") or {}).get("annotations") or {}
-        value = template.get(keys.RESTARTED_AT)
+        value = template.get(keys.KUBECTL_RESTARTED_AT)
         with self.lock:
             if value:
                 self.restarts[name].setdefault(value, time.time())
@@ -194,7 +195,7 @@ def run_once(
         def all_stamped() -> bool:
             items = apps.list_namespaced_deployment(NAMESPACE).items
             return all(
-                any(key.startswith(keys.PENDING_RESTART) for key in d.metadata.annotations or {})
+                any(key.startswith(keys.PENDING_MARK) for key in d.metadata.annotations or {})
                 for d in items
             )
 

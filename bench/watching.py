@@ -20,7 +20,7 @@ from bench.workload import NAMESPACE
 from restarter.model import keys
 
 #: Annotation prefixes recorded from each Deployment event.
-RECORDED_PREFIXES = (keys.PENDING_RESTART + "/", "naive.bench/")
+RECORDED_PREFIXES = (keys.PENDING_MARK + "/", "naive.bench/")
 #: Key under which the pod template's restartedAt is recorded.
 RESTARTED_AT = "restartedAt"
 #: Pod-template annotation Reloader writes with ``--reload-strategy annotations``: JSON
@@ -201,8 +201,8 @@ class DeploymentWatcher:
         annotations = deployment["metadata"].get("annotations") or {}
         marks = {k: v for k, v in annotations.items() if k.startswith(RECORDED_PREFIXES)}
         template = deployment["spec"]["template"]["metadata"].get("annotations") or {}
-        if keys.RESTARTED_AT in template:
-            marks[RESTARTED_AT] = template[keys.RESTARTED_AT]
+        if keys.KUBECTL_RESTARTED_AT in template:
+            marks[RESTARTED_AT] = template[keys.KUBECTL_RESTARTED_AT]
         if RELOADER_ANNOTATION in template:
             marks[RELOADED_FROM] = template[RELOADER_ANNOTATION]
         metadata = deployment["metadata"]

@@ -95,12 +95,12 @@ def _deployments(client: kubernetes.client.ApiClient) -> list[dict[str, Any]]:
 
 def _pending(body: dict[str, Any]) -> bool:
     annotations = body["metadata"].get("annotations") or {}
-    return any(key.startswith(keys.PENDING_RESTART) for key in annotations)
+    return any(key.startswith(keys.PENDING_MARK) for key in annotations)
 
 
 def _restarted_at(body: dict[str, Any]) -> str | None:
     template = body["spec"]["template"].get("metadata") or {}
-    return (template.get("annotations") or {}).get(keys.RESTARTED_AT)
+    return (template.get("annotations") or {}).get(keys.KUBECTL_RESTARTED_AT)
 
 
 def _phase(process: OperatorProcess, trace: Path, phase: str, census: bool) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from kopf._cogs.structs.references import Insights  # kopf.run's insights; not r
 
 from restarter.commands import plan, release_finalizers, release_plan
 from restarter.model import keys
-from restarter.model.references import WORKLOAD_APIS, WORKLOAD_KINDS
+from restarter.model.kinds import WORKLOAD_APIS, WORKLOAD_KINDS
 from restarter.operator.handlers import build_registry
 from restarter.services import leadership, metrics
 from restarter.services import settings as settings_module

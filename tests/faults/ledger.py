@@ -103,11 +103,11 @@ class Ledger:
         metadata = body.get("metadata") or {}
         name = metadata.get("name", "")
         template = ((body.get("spec") or {}).get("template") or {}).get("metadata") or {}
-        restarted_at = (template.get("annotations") or {}).get(keys.RESTARTED_AT)
+        restarted_at = (template.get("annotations") or {}).get(keys.KUBECTL_RESTARTED_AT)
         marks = {
             (key, value)
             for key, value in (metadata.get("annotations") or {}).items()
-            if key.startswith(keys.PENDING_RESTART + "/")
+            if key.startswith(keys.PENDING_MARK + "/")
         }
         with self._lock:
             events = []
@@ -219,7 +219,7 @@ def restarts_without_replica_set(
     for replica_set in apps.list_namespaced_replica_set(namespace).items:
         owner = replica_set.metadata.owner_references[0].name
         template = replica_set.spec.template.metadata.annotations or {}
-        if keys.RESTARTED_AT in template:
-            rolled[owner].add(template[keys.RESTARTED_AT])
+        if keys.KUBECTL_RESTARTED_AT in template:
+            rolled[owner].add(template[keys.KUBECTL_RESTARTED_AT])
     latest = {name: max(values) for name, values in restarts.items() if values}
     return {name: value for name, value in latest.items() if value not in rolled[name]}

@@ -147,7 +147,7 @@ def marks_of(apps: Apps, namespace: str, prefix: str) -> dict[str, dict[str, str
         body.metadata.name: {
             key: value
             for key, value in (body.metadata.annotations or {}).items()
-            if key.startswith((keys.PENDING_RESTART, keys.RESTART_AT))
+            if key.startswith((keys.PENDING_MARK, keys.WINDOW_MARK))
         }
         for body in apps.list_namespaced_deployment(namespace).items
         if body.metadata.name.startswith(prefix)

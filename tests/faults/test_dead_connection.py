@@ -120,7 +120,7 @@ def test_dead_connections_delay_no_stamp_and_no_restart(
         done = {
             body.metadata.name
             for body in bodies
-            if keys.RESTARTED_AT in (body.spec.template.metadata.annotations or {})
+            if keys.KUBECTL_RESTARTED_AT in (body.spec.template.metadata.annotations or {})
         }
         return set(names) <= done
 
@@ -170,7 +170,7 @@ def test_dead_connections_delay_no_stamp_and_no_restart(
         }, ledger.marks[name]
         assert len(ledger.restarts_of(name)) == 1, ledger.restarts_of(name)
         assert not any(
-            key.startswith(keys.PENDING_RESTART)
+            key.startswith(keys.PENDING_MARK)
             for key in apps.read_namespaced_deployment(name, namespace).metadata.annotations or {}
         )
 

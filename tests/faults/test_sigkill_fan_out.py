@@ -73,7 +73,7 @@ def pending_workloads(apps: Apps, namespace: str) -> list[str]:
     return [
         body.metadata.name
         for body in apps.list_namespaced_deployment(namespace).items
-        if any(key.startswith(keys.PENDING_RESTART) for key in body.metadata.annotations or {})
+        if any(key.startswith(keys.PENDING_MARK) for key in body.metadata.annotations or {})
         or keys.PENDING_LABEL in (body.metadata.labels or {})
     ]
 

@@ -11,7 +11,8 @@ from typing import Any
 import kubernetes
 
 from restarter.model import keys
-from restarter.model.progress import Progress, progress
+from restarter.model.kinds import progress
+from restarter.model.progress import Progress
 
 
 class Rollouts:
@@ -50,8 +51,8 @@ class Rollouts:
             template = (body["spec"]["template"].get("metadata") or {}).get("annotations") or {}
             restart_ts = (body["metadata"].get("annotations") or {}).get(keys.RESTART_TS)
             with self._lock:
-                if keys.RESTARTED_AT in template:
-                    self.restarted_at[name].add(template[keys.RESTARTED_AT])
+                if keys.KUBECTL_RESTARTED_AT in template:
+                    self.restarted_at[name].add(template[keys.KUBECTL_RESTARTED_AT])
                 # A rollout counts until it first completes (as kubectl rollout status
                 # waits); a later dip in availability is not the restart's rollout.
                 if restart_ts and int(restart_ts) not in self.completed[name]:

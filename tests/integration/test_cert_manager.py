@@ -218,7 +218,7 @@ def test_a_renewed_certificate_restarts_its_deployment_once_in_the_window_of_its
     rollout_finished(cluster, namespace, "web")
     web = apps.read_namespaced_deployment("web", namespace)
     restarted_at = dt.datetime.fromisoformat(
-        web.spec.template.metadata.annotations[keys.RESTARTED_AT]
+        web.spec.template.metadata.annotations[keys.KUBECTL_RESTARTED_AT]
     )
     assert restarted_at >= opens
     assert pending(apps, namespace, "web") == {}

@@ -332,7 +332,7 @@ def test_operator_as_chart_serviceaccount_in_namespaced_mode_ignores_other_names
         assert not [
             k
             for k in apps.read_namespaced_deployment("web", outside).metadata.annotations or {}
-            if k.startswith(keys.PENDING_RESTART)
+            if k.startswith(keys.PENDING_MARK)
         ]
         assert "Forbidden" not in operator.log()
     finally:
@@ -608,7 +608,7 @@ def test_uninstall_hook_stops_the_operator_then_frees_pending_deployments(
     time.sleep(2)  # nothing runs that could add it back
     web = apps.read_namespaced_deployment("web", namespace)
     assert keys.FINALIZER not in (web.metadata.finalizers or [])
-    assert any(key.startswith(keys.PENDING_RESTART) for key in web.metadata.annotations)
+    assert any(key.startswith(keys.PENDING_MARK) for key in web.metadata.annotations)
 
     _delete_hook_rbac(cluster, rbac)
     helm(cluster, "uninstall", release, "-n", SYSTEM, "--no-hooks", "--wait")

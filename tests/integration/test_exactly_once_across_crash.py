@@ -64,11 +64,13 @@ class History:
             body = event["object"]
             name = body.metadata.name
             with self.changed:
-                restarted = (body.spec.template.metadata.annotations or {}).get(keys.RESTARTED_AT)
+                restarted = (body.spec.template.metadata.annotations or {}).get(
+                    keys.KUBECTL_RESTARTED_AT
+                )
                 if restarted:
                     self.restarted_at[name].add(restarted)
                 annotations = body.metadata.annotations or {}
-                if any(key.startswith(keys.PENDING_RESTART) for key in annotations):
+                if any(key.startswith(keys.PENDING_MARK) for key in annotations):
                     self.stamped.add(name)
                 self.changed.notify_all()
             if self._stop.is_set():
@@ -165,7 +167,7 @@ def policy_in_force(apps: Apps, namespace: str) -> bool:
 def leftovers(body: Any) -> list[str]:
     """Anything of a pending restart still on a Deployment."""
     annotations = body.metadata.annotations or {}
-    found = [key for key in annotations if key.startswith((keys.PENDING_RESTART, keys.RESTART_AT))]
+    found = [key for key in annotations if key.startswith((keys.PENDING_MARK, keys.WINDOW_MARK))]
     if keys.PENDING_LABEL in (body.metadata.labels or {}):
         found.append(keys.PENDING_LABEL)
     if keys.FINALIZER in (body.metadata.finalizers or []):

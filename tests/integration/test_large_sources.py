@@ -15,7 +15,7 @@ from typing import Any
 import kubernetes
 import pytest
 
-from restarter.model import decisions, keys
+from restarter.model import keys, source_changes
 from restarter.model.checksums import (
     BUCKET_SCHEME,
     BUCKETS,
@@ -57,7 +57,7 @@ def keys_of_40(count: int) -> dict[str, str]:
 def restarter_bytes(annotations: dict[str, str]) -> int:
     """The bytes restarter's own annotations take, as the apiserver counts them."""
     ours = {k: v for k, v in annotations.items() if k.startswith(keys.PREFIX + "/")}
-    return decisions.annotation_bytes(ours)
+    return source_changes.annotation_bytes(ours)
 
 
 def source_annotations(core: Core, kind: str, namespace: str, name: str) -> dict[str, str]:
@@ -85,7 +85,7 @@ def key_ref(kind: str, source: str, key: str) -> dict[str, Any]:
 
 def restarted_at(apps: Apps, namespace: str, name: str) -> str | None:
     template = apps.read_namespaced_deployment(name, namespace).spec.template.metadata
-    return (template.annotations or {}).get(keys.RESTARTED_AT)
+    return (template.annotations or {}).get(keys.KUBECTL_RESTARTED_AT)
 
 
 def source_events(
@@ -237,7 +237,7 @@ def test_5000_keys_of_40_characters_record_the_change_and_stamp_the_dependents(
 def crowding(room: int) -> dict[str, str]:
     """One annotation of the user's that leaves ``room`` bytes of the apiserver's limit."""
     name = "example.com/inventory"
-    return {name: "x" * (decisions.ANNOTATIONS_LIMIT - len(name) - room)}
+    return {name: "x" * (source_changes.ANNOTATIONS_LIMIT - len(name) - room)}
 
 
 def test_no_room_beside_the_sources_annotations_keeps_the_checksum_with_a_warning(

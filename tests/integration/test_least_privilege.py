@@ -26,9 +26,17 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from restarter.main import kopf_settings
-from restarter.model import checksums, decisions, keys, windows
+from restarter.model import (
+    checksums,
+    keys,
+    restart_decisions,
+    source_changes,
+    stamps,
+    timer_admission,
+    windows,
+)
 from restarter.model.finalizers import release_patch
-from restarter.model.references import CLIENT_STEMS
+from restarter.model.kinds import CLIENT_STEMS
 from restarter.services import settings as settings_module
 from restarter.services.kube import MERGE_PATCH, Api, Conflict
 from restarter_cluster import binaries
@@ -431,9 +439,9 @@ def test_every_change_a_restart_needs_passes_the_policy(
         flow.begin()
         # Stamped, admitted, handed back (its window closed meanwhile), admitted again.
         flow.stamp()
-        flow.fresh(decisions.admit_patch)
-        flow.fresh(decisions.hand_back_patch)
-        flow.fresh(decisions.admit_patch)
+        flow.fresh(timer_admission.admit_patch)
+        flow.fresh(timer_admission.hand_back_patch)
+        flow.fresh(timer_admission.admit_patch)
         # kopf's own annotations, as kopf sends them (a JSON merge patch).
         flow.send(_kopf_writes(flow.read()), MERGE_PATCH)
         # The restart: restartedAt, restart-ts and restarted-for set, marks, label and our
@@ -442,17 +450,19 @@ def test_every_change_a_restart_needs_passes_the_policy(
         assert flow.record() != first
         # Marks cleared without a restart (as for a workload opted out meanwhile).
         flow.stamp()
-        flow.fresh(decisions.admit_patch)
-        flow.fresh(lambda metadata: decisions.clear_patch(metadata["annotations"], metadata))
+        flow.fresh(timer_admission.admit_patch)
+        flow.fresh(
+            lambda metadata: restart_decisions.clear_patch(metadata["annotations"], metadata)
+        )
         # Marks removed by hand: the label repaired; the finalizer added back (as a namespace
         # coming back into scope does) and released by a JSON patch (as the operator's
         # shutdown and the uninstall hook do).
         flow.stamp()
-        flow.fresh(decisions.admit_patch)
+        flow.fresh(timer_admission.admit_patch)
         marks = flow.read()["metadata"]["annotations"]
         by_hand = {k: None for k in marks if k.startswith(keys.MARK_PREFIXES)}
         admin_patch("web", namespace, {"metadata": {"annotations": by_hand}})
-        flow.fresh(decisions.label_repair)
+        flow.fresh(timer_admission.label_repair)
         flow.send({"metadata": {"finalizers": [keys.FINALIZER]}})
         release = release_patch(flow.read()["metadata"]["finalizers"], keys.FINALIZER)
         assert release is not None
@@ -469,7 +479,7 @@ def test_every_change_a_restart_needs_passes_the_policy(
     assert source.data == encoded({"password": "b"})
     assert source.metadata.annotations[keys.CHECKSUM] == flow.current
     done = read("web", namespace)
-    assert keys.RESTARTED_AT in done.spec.template.metadata.annotations
+    assert keys.KUBECTL_RESTARTED_AT in done.spec.template.metadata.annotations
     assert done.spec.template.spec.containers[0].image == "registry.invalid/app:1"
     assert keys.RESTART_TS in done.metadata.annotations
     assert not any(k.startswith(keys.MARK_PREFIXES) for k in done.metadata.annotations)
@@ -480,8 +490,8 @@ def test_every_change_a_restart_needs_passes_the_policy(
 
 def restart(workload: dict[str, Any]) -> dict[str, Any]:
     """The patch restarter's timer sends to restart ``workload`` now."""
-    decision = decisions.decide_restart(workload, DEFAULTS, dt.datetime.now(dt.UTC))
-    assert decision.action is decisions.Action.RESTART, decision
+    decision = restart_decisions.decide_restart(workload, DEFAULTS, dt.datetime.now(dt.UTC))
+    assert decision.action is restart_decisions.Action.RESTART, decision
     return decision.patch
 
 
@@ -517,19 +527,19 @@ class RestartFlow:
     def record(self) -> str:
         """The checksum and key digests of the data now recorded on the Secret."""
         source = self.source()
-        _, self.current = decisions.classify(source)
-        digests = decisions.key_change(source, self.current, self.salt).record
-        patch = decisions.checksum_patch(self.current, digests, drop_digests=True)
+        _, self.current = source_changes.classify(source)
+        digests = source_changes.key_change(source, self.current, self.salt).record
+        patch = source_changes.checksum_patch(self.current, digests, drop_digests=True)
         assert self.api.patch_source("secret", self.namespace, "db", patch) is not None
         return self.current
 
     def begin(self) -> None:
         """The change's id recorded on the Secret before its first stamp."""
         source = self.source()
-        _, self.current = decisions.classify(source)
-        self.change, _ = decisions.change_id(source["metadata"], self.current)
+        _, self.current = source_changes.classify(source)
+        self.change, _ = source_changes.change_id(source["metadata"], self.current)
         self.request = windows.from_source(source["metadata"], "UTC", dt.timedelta(hours=1))
-        patch = decisions.begin_change_patch(self.change, self.current)
+        patch = source_changes.begin_change_patch(self.change, self.current)
         assert self.api.patch_source("secret", self.namespace, "db", patch) is not None
 
     def send(self, patch: Any, content_type: str | None = None) -> dict[str, Any]:
@@ -558,7 +568,7 @@ class RestartFlow:
         assert self.request is not None
         now = dt.datetime.now(dt.UTC)
         keys_read = frozenset({"password"})
-        self.send(decisions.stamp_patch("secret", "db", now, self.request, self.change, keys_read))
+        self.send(stamps.stamp_patch("secret", "db", now, self.request, self.change, keys_read))
 
 
 def test_kubectl_auth_can_i_answers_for_the_serviceaccount(

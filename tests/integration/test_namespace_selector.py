@@ -85,7 +85,7 @@ def finalizers(apps: Apps, namespace: str, name: str) -> list[str]:
 
 def restarted_at(apps: Apps, namespace: str, name: str) -> str | None:
     template = apps.read_namespaced_deployment(name, namespace).spec.template
-    return (template.metadata.annotations or {}).get(keys.RESTARTED_AT)
+    return (template.metadata.annotations or {}).get(keys.KUBECTL_RESTARTED_AT)
 
 
 def checksum(core: Core, namespace: str, name: str) -> str | None:

@@ -35,7 +35,7 @@ def pending(apps: Apps, namespace: str, name: str) -> dict[str, str]:
     return {
         key: value
         for key, value in annotations_of(apps, namespace, name).items()
-        if key.startswith((keys.PENDING_RESTART, keys.RESTART_AT))
+        if key.startswith((keys.PENDING_MARK, keys.WINDOW_MARK))
     }
 
 
@@ -139,7 +139,7 @@ def test_open_window_restarts_once_clears_marks_and_leaves_no_finalizer(
     web = apps.read_namespaced_deployment("web", namespace)
     assert pending(apps, namespace, "web") == {}
     assert web.metadata.annotations[keys.RESTART_TS].isdigit()
-    assert keys.RESTARTED_AT in web.spec.template.metadata.annotations
+    assert keys.KUBECTL_RESTARTED_AT in web.spec.template.metadata.annotations
     wait_for(
         lambda: not apps.read_namespaced_deployment("web", namespace).metadata.finalizers,
         20,

@@ -76,8 +76,8 @@ class DeploymentHistory:
             body = event["object"]
             name = body.metadata.name
             template = body.spec.template.metadata.annotations or {}
-            if keys.RESTARTED_AT in template:
-                self.restarted_at[name].add(template[keys.RESTARTED_AT])
+            if keys.KUBECTL_RESTARTED_AT in template:
+                self.restarted_at[name].add(template[keys.KUBECTL_RESTARTED_AT])
             if keys.FINALIZER in (body.metadata.finalizers or []):
                 self.had_finalizer.add(name)
             annotations = body.metadata.annotations or {}

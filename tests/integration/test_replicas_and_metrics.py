@@ -150,7 +150,7 @@ def test_two_replicas_one_acts_and_the_other_takes_over_after_a_sigkill(
         restarted = time.monotonic() - killed
         print(f"\ntake-over {took_over:.1f}s after SIGKILL; restart {restarted:.1f}s after it")
         template = apps.read_namespaced_deployment("web", namespace).spec.template.metadata
-        assert keys.RESTARTED_AT in (template.annotations or {})
+        assert keys.KUBECTL_RESTARTED_AT in (template.annotations or {})
         assert len(events(core, namespace, "web", "Restarted")) == 1
         assert "Forbidden" not in second.log() and " 403 " not in second.log()
     finally:

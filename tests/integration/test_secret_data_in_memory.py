@@ -114,15 +114,15 @@ def test_after_a_check_the_new_value_of_a_secret_is_in_no_live_object(
     def context_for(kind: str, namespace: str, name: str) -> SourceContext:
         log = logging.getLogger("restarter.sources")
         return SourceContext(
-            kind,
-            settings,
-            api,
-            reference_map,
-            in_sync,
-            recorded,
-            log,
-            events.Direct(api),
-            turns,
+            kind=kind,
+            settings=settings,
+            api=api,
+            reference_map=reference_map,
+            in_sync=in_sync,
+            checksums=recorded,
+            logger=log,
+            events=events.Direct(api),
+            turns=turns,
         )
 
     def check() -> None:

@@ -36,15 +36,18 @@ from kopf._core.engines import posting  # the Event queue kopf gives its handler
 
 from restarter.cluster.seen_marks import SeenMarks
 from restarter.model import keys
-from restarter.model.decisions import admit_patch, decide_restart, stamp_patch
+from restarter.model.restart_decisions import decide_restart
+from restarter.model.stamps import stamp_patch
+from restarter.model.timer_admission import admit_patch
 from restarter.model.windows import WindowRequest
 from restarter.restarting.pacing import Pacer
-from restarter.restarting.ticking import TimerContext, restart_when_due, timer_wanted
+from restarter.restarting.ticking import restart_when_due, timer_wanted
 from restarter.services.kube import Api, Conflict
 from restarter.services.settings import Settings
 from tests.conftest import wait_for
 from tests.faults.test_sigkill_fan_out import replica_sets_per_owner
 from tests.integration.factories import deployment
+from tests.unit.test_timer_acts_on_fresh_reads import deployments_timer
 
 Apps = kubernetes.client.AppsV1Api
 
@@ -124,8 +127,7 @@ def tick(
         posting.event_queue_var.set(queue)
         posting.event_queue_loop_var.set(asyncio.get_running_loop())
         pacer = Pacer(SETTINGS.pacing, stale_after=2.5 * SETTINGS.timer_interval)
-        timer = TimerContext("deployments", SETTINGS, api, pacer, seen, memo, log)
-        await restart_when_due(timer, body)
+        await restart_when_due(deployments_timer(api, pacer, seen, memo), body)
 
     asyncio.run(run())
     events = []
@@ -182,7 +184,7 @@ def read(apps: Apps, namespace: str, name: str) -> dict[str, Any]:
 
 def restarted_at(body: dict[str, Any]) -> str | None:
     template = body["spec"]["template"]["metadata"]
-    return (template.get("annotations") or {}).get(keys.RESTARTED_AT)
+    return (template.get("annotations") or {}).get(keys.KUBECTL_RESTARTED_AT)
 
 
 def marks(body: dict[str, Any]) -> list[str]:

@@ -46,7 +46,7 @@ def marks_of(obj: Any) -> dict[str, str]:
     return {
         key: value
         for key, value in (obj.metadata.annotations or {}).items()
-        if key.startswith((keys.PENDING_RESTART, keys.RESTART_AT))
+        if key.startswith((keys.PENDING_MARK, keys.WINDOW_MARK))
     }
 
 
@@ -129,7 +129,7 @@ def test_statefulset_and_daemonset_dependents_are_stamped_and_restarted(
     agent = apps.read_namespaced_daemon_set("agent", namespace)
     for workload in (store, agent):
         assert marks_of(workload) == {}
-        assert keys.RESTARTED_AT in workload.spec.template.metadata.annotations
+        assert keys.KUBECTL_RESTARTED_AT in workload.spec.template.metadata.annotations
         assert workload.metadata.annotations[keys.RESTART_TS].isdigit()
     wait_for(
         lambda: not apps.read_namespaced_stateful_set("store", namespace).metadata.finalizers,

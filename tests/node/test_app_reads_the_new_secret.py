@@ -72,7 +72,7 @@ def test_a_change_with_restart_at_now_gives_the_new_pod_the_new_values_in_one_ro
     assert len(replica_sets(apps, namespace, "app")) == 2  # exactly one rollout
     assert len(events(core, namespace, "app", "Restarted")) == 1
     template = apps.read_namespaced_deployment("app", namespace).spec.template
-    assert keys.RESTARTED_AT in template.metadata.annotations
+    assert keys.KUBECTL_RESTARTED_AT in template.metadata.annotations
 
 
 def test_a_change_waits_for_its_window_minutes_ahead_then_the_new_pod_reads_it(
@@ -97,6 +97,6 @@ def test_a_change_waits_for_its_window_minutes_ahead_then_the_new_pod_reads_it(
     assert len(restarted) == 1
     assert len(replica_sets(apps, namespace, "app")) == 2
     restarted_at = apps.read_namespaced_deployment("app", namespace).spec.template.metadata
-    stamp = dt.datetime.fromisoformat(restarted_at.annotations[keys.RESTARTED_AT])
+    stamp = dt.datetime.fromisoformat(restarted_at.annotations[keys.KUBECTL_RESTARTED_AT])
     assert stamp >= opens
     assert new_pod != first_pod

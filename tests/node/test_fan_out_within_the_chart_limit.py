@@ -83,7 +83,7 @@ def _restarted(apps: Apps, namespace: str) -> int:
     return sum(
         1
         for d in _deployments(apps, namespace)
-        if keys.RESTARTED_AT in (d["spec"]["template"]["metadata"].get("annotations") or {})
+        if keys.KUBECTL_RESTARTED_AT in (d["spec"]["template"]["metadata"].get("annotations") or {})
     )
 
 

@@ -128,7 +128,7 @@ def test_when_the_lease_holder_dies_with_a_restart_pending_it_happens_once_in_th
     assert len(replica_sets(apps, namespace, "web")) == 2
     restarted = apps.read_namespaced_deployment("web", namespace)
     stamp = dt.datetime.fromisoformat(
-        restarted.spec.template.metadata.annotations[keys.RESTARTED_AT]
+        restarted.spec.template.metadata.annotations[keys.KUBECTL_RESTARTED_AT]
     )
     assert stamp >= opens
     assert pending(apps, namespace, "web") == {}

@@ -8,7 +8,7 @@ import datetime as dt
 import pytest
 
 from restarter.model import keys
-from restarter.model.decisions import admission_due, admit_patch, hand_back_patch
+from restarter.model.timer_admission import admission_due, admit_patch, hand_back_patch
 from restarter.restarting.admitting import Admissions
 from tests.unit.test_decisions_restart import SETTINGS, warsaw, workload
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from restarter.cluster.reference_map import uses_of
-from restarter.model import bodies, decisions, keys
-from restarter.model.progress import progress
+from restarter.model import bodies, keys, kinds, restart_decisions, timer_admission
+from restarter.model.kinds import progress
 from restarter.model.references import rollout_workload_ref
 
 NOW = dt.datetime(2026, 12, 6, 12, 0, tzinfo=dt.UTC)
@@ -86,8 +86,8 @@ def _metadata(name: str) -> dict[str, Any]:
         "labels": {"app": name, keys.PENDING_LABEL: "true"},
         "annotations": {
             "kubectl.kubernetes.io/last-applied-configuration": json.dumps({"spec": "x" * 2000}),
-            f"{keys.PENDING_RESTART}/secret.db": "1765000000",
-            f"{keys.RESTART_AT}/secret.db": "03.00",
+            f"{keys.PENDING_MARK}/secret.db": "1765000000",
+            f"{keys.WINDOW_MARK}/secret.db": "03.00",
             keys.RESTART_TS: "1764000000",
             "reloader.stakater.com/auto": "true",
         },
@@ -111,7 +111,7 @@ def deployment() -> dict[str, Any]:
             "template": {
                 "metadata": {
                     "labels": {"app": "web"},
-                    "annotations": {keys.RESTARTED_AT: "2026-12-01T03:00:00Z"},
+                    "annotations": {keys.KUBECTL_RESTARTED_AT: "2026-12-01T03:00:00Z"},
                 },
                 "spec": _pod_spec(),
             },
@@ -226,18 +226,18 @@ def test_rollout_progress_reads_alike(plural: str) -> None:
 def test_restart_decisions_read_alike(plural: str) -> None:
     slim, full = _both(BODIES[plural]())
     defaults = Defaults()
-    assert decisions.admission_due(slim, defaults, NOW) == decisions.admission_due(
+    assert timer_admission.admission_due(slim, defaults, NOW) == timer_admission.admission_due(
         full, defaults, NOW
     )
-    assert decisions.is_rollout(slim) == decisions.is_rollout(full)
+    assert kinds.of_body(slim) == kinds.of_body(full)
     assert rollout_workload_ref(slim) == rollout_workload_ref(full)
-    rollout = decisions.is_rollout(full)
-    for patch in (decisions.admit_patch, decisions.hand_back_patch):
-        assert patch(slim["metadata"], rollout) == patch(full["metadata"], rollout)
+    kind = kinds.of_body(full)
+    for patch in (timer_admission.admit_patch, timer_admission.hand_back_patch):
+        assert patch(slim["metadata"], kind) == patch(full["metadata"], kind)
     annotations = full["metadata"]["annotations"]
-    assert decisions.restart_patch(
-        slim["metadata"]["annotations"], slim["metadata"], NOW, None, rollout
-    ) == decisions.restart_patch(annotations, full["metadata"], NOW, None, rollout)
+    assert restart_decisions.restart_patch(
+        slim["metadata"]["annotations"], slim["metadata"], NOW, None, kind
+    ) == restart_decisions.restart_patch(annotations, full["metadata"], NOW, None, kind)
 
 
 def test_a_watch_error_keeps_its_code() -> None:

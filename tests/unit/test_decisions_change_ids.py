@@ -10,16 +10,9 @@ import pytest
 
 from restarter.commands import planning
 from restarter.model import keys
-from restarter.model.decisions import (
-    Action,
-    begin_change_patch,
-    change_id,
-    checksum_patch,
-    decide_restart,
-    pending_marks,
-    restarted_for,
-    stamp_patch,
-)
+from restarter.model.restart_decisions import Action, decide_restart
+from restarter.model.source_changes import begin_change_patch, change_id, checksum_patch
+from restarter.model.stamps import pending_marks, restarted_for, stamp_patch
 from restarter.model.windows import WindowRequest
 from restarter.services.settings import Settings
 
@@ -198,9 +191,9 @@ def test_plan_times_a_workload_by_the_marks_still_asking() -> None:
 def test_a_second_restart_within_the_same_second_still_changes_the_pod_template() -> None:
     body = workload({"db": window("03.00")})
     body["spec"]["template"] = {
-        "metadata": {"annotations": {keys.RESTARTED_AT: "2026-12-02T03:20:00Z"}}
+        "metadata": {"annotations": {keys.KUBECTL_RESTARTED_AT: "2026-12-02T03:20:00Z"}}
     }
     decision = decide_restart(body, SETTINGS, NOW)
     template = decision.patch["spec"]["template"]["metadata"]["annotations"]
-    assert template[keys.RESTARTED_AT] == "2026-12-02T03:20:01Z"
+    assert template[keys.KUBECTL_RESTARTED_AT] == "2026-12-02T03:20:01Z"
     assert decision.patch["metadata"]["annotations"][keys.RESTART_TS] == str(int(NOW.timestamp()))

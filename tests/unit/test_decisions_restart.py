@@ -12,19 +12,13 @@ import pytz
 
 from restarter.model import keys
 from restarter.model.checksums import checksum
-from restarter.model.decisions import (
-    Action,
-    Change,
-    Mark,
-    classify,
-    decide_restart,
-    has_pending,
-    label_repair,
-    last_restart,
-    pending_marks,
-    stamp_patch,
-)
+from restarter.model.limits import Limits
+from restarter.model.restart_decisions import Action, decide_restart, last_restart
+from restarter.model.source_changes import Change, classify
+from restarter.model.stamps import Mark, has_pending, pending_marks, stamp_patch
+from restarter.model.timer_admission import label_repair
 from restarter.model.windows import WindowRequest
+from restarter.restarting.pacing import Pacer
 from restarter.services.settings import Settings
 
 UTC = pytz.UTC
@@ -304,7 +298,7 @@ def test_decide_restart_restarts_inside_the_window_with_one_conditional_patch() 
 def test_the_restarted_at_stamp_is_rfc3339_in_utc_without_fractions() -> None:
     now = warsaw("2026-12-02T03:20:07.654321")
     patch = decide_restart(workload({"db": "03.00"}), SETTINGS, now).patch
-    stamp = patch["spec"]["template"]["metadata"]["annotations"][keys.RESTARTED_AT]
+    stamp = patch["spec"]["template"]["metadata"]["annotations"][keys.KUBECTL_RESTARTED_AT]
     assert RFC3339_UTC.match(stamp)
     assert stamp == "2026-12-02T02:20:07Z"
     # `date -u -d @1796178007` prints 2026-12-02 02:20:07 UTC.
@@ -561,3 +555,29 @@ def test_label_repair_leaves_an_agreeing_workload_alone(marks: dict[str, str] | 
     if not marks:
         del metadata["labels"][keys.PENDING_LABEL]
     assert label_repair(metadata) is None
+
+
+@pytest.mark.parametrize(
+    ("ahead", "counted"),
+    [
+        pytest.param(0, True, id="now"),
+        pytest.param(30, True, id="30s-ahead-another-replicas-clock"),
+        pytest.param(60, True, id="a-minute-ahead"),
+        pytest.param(61, False, id="past-a-minute-ahead-not-ours"),
+    ],
+)
+def test_restart_ts_has_one_rule_for_the_timer_plan_and_pacing(ahead: int, counted: bool) -> None:
+    """The timer's decision, ``plan`` and the pacer read restart-ts alike: up to a minute
+    ahead of now it is restarter's own (a replica's clock, a now read earlier)."""
+    now = warsaw("2026-12-02T03:20")
+    body = workload({"db": "03.00"}, restart_ts=now + dt.timedelta(seconds=ahead))
+    annotations = body["metadata"]["annotations"]
+    expected = now + dt.timedelta(seconds=ahead) if counted else None
+    assert last_restart(annotations, now) == expected
+    pacer = Pacer(Limits(max_per_minute=1), stale_after=10)
+    pacer.observe("deployments", body, now.timestamp())
+    refused = pacer.try_start(("deployments", "ns", "other"), now.timestamp(), now.timestamp())
+    assert (refused is not None) is counted, refused
+    # Counted, it is this window's restart: the marks wait for the next window.
+    action = decide_restart(body, SETTINGS, now).action
+    assert action is (Action.WAIT if counted else Action.RESTART)

@@ -11,14 +11,11 @@ import pytest
 import pytz
 
 from restarter.model import keys
-from restarter.model.decisions import Action, admit_patch, decide_restart
-from restarter.model.progress import Progress, progress
-from restarter.model.references import (
-    api_version,
-    references,
-    rollout_workload_ref,
-    with_template,
-)
+from restarter.model.kinds import ROLLOUT_KIND, api_version, progress
+from restarter.model.progress import Progress
+from restarter.model.references import references, rollout_workload_ref, with_template
+from restarter.model.restart_decisions import Action, decide_restart
+from restarter.model.timer_admission import admit_patch
 from restarter.services.settings import Settings
 
 WARSAW = pytz.timezone("Europe/Warsaw")
@@ -51,7 +48,7 @@ def rollout(
 
 
 def test_a_rollout_is_admitted_without_a_finalizer_list_a_merge_patch_would_replace() -> None:
-    rollout_admit = admit_patch({"resourceVersion": "77"}, rollout=True)
+    rollout_admit = admit_patch({"resourceVersion": "77"}, ROLLOUT_KIND)
     workload_admit = admit_patch({"resourceVersion": "77"})
     assert "finalizers" not in rollout_admit["metadata"]
     assert workload_admit["metadata"]["finalizers"] == [keys.FINALIZER]

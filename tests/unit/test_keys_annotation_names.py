@@ -127,7 +127,7 @@ def test_pending_and_window_keys_use_their_own_prefixes(make_key: MakeKey, prefi
 
 @pytest.mark.parametrize(
     "key",
-    [keys.CHECKSUM, keys.RESTART_TS, keys.FINALIZER, keys.RESTARTED_AT],
+    [keys.CHECKSUM, keys.RESTART_TS, keys.FINALIZER, keys.KUBECTL_RESTARTED_AT],
 )
 def test_fixed_annotation_keys_are_valid_qualified_names(key: str) -> None:
     prefix, _, name = key.partition("/")

@@ -50,9 +50,7 @@ def layers() -> list[str]:
         for contract in config["tool"]["importlinter"]["contracts"]
         if contract["type"] == "layers" and contract["name"].startswith("restarter:")
     )
-    return [
-        name.strip().strip("()") for layer in contract["layers"] for name in layer.split("|")
-    ]
+    return [name.strip().strip("()") for layer in contract["layers"] for name in layer.split("|")]
 
 
 def test_every_module_belongs_to_a_layer_of_the_contract() -> None:

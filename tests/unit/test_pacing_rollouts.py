@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from restarter.model import keys
+from restarter.model.kinds import progress
 from restarter.model.limits import Limits, free_starts
-from restarter.model.progress import Progress, progress
+from restarter.model.progress import Progress
 from restarter.restarting.pacing import Pacer
 
 NOW = 1_800_000_000.0

@@ -21,7 +21,15 @@ import pytest
 
 import restarter
 from restarter.main import kopf_settings
-from restarter.model import checksums, decisions, keys
+from restarter.model import (
+    checksums,
+    keys,
+    kinds,
+    restart_decisions,
+    source_changes,
+    stamps,
+    timer_admission,
+)
 from restarter.model.finalizers import release_patch
 from restarter.model.windows import WindowRequest
 from restarter.services import settings as settings_module
@@ -104,7 +112,7 @@ def check_workload_patch(patch: Mapping[str, Any], body: Mapping[str, Any]) -> N
     spec = patch.get("spec")
     if spec is None:
         return
-    if decisions.is_rollout(body):
+    if kinds.of_body(body).restart is kinds.Restart.RESTART_AT:
         assert set(spec) <= set(written["rolloutSpecFields"]), spec
         return
     assert set(spec) == {"template"} and set(spec["template"]) == {"metadata"}, spec
@@ -135,41 +143,45 @@ REQUEST = WindowRequest("03.00", "UTC", HOUR)
 
 
 def marks(change: str = "7") -> dict[str, str]:
-    stamped = decisions.stamp_patch("secret", "db", NOW - HOUR, REQUEST, change, frozenset({"a"}))
+    stamped = stamps.stamp_patch("secret", "db", NOW - HOUR, REQUEST, change, frozenset({"a"}))
     return dict(stamped["metadata"]["annotations"])
 
 
 def workload_patches(kind: str) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
     """(what, patch, body) for every workload patch restarter's code builds."""
-    rollout = kind == "Rollout"
+    restarted = kinds.of_body({"kind": kind})
     stamped = workload(kind, marks(), pending=False)
-    yield "stamp", decisions.stamp_patch("secret", "db", NOW, REQUEST, "7", None), stamped
+    yield "stamp", stamps.stamp_patch("secret", "db", NOW, REQUEST, "7", None), stamped
     long_name = "x" * 253
     yield (
         "stamp of a long name",
-        decisions.stamp_patch("configmap", long_name, NOW, REQUEST, "7", frozenset({"k"})),
+        stamps.stamp_patch("configmap", long_name, NOW, REQUEST, "7", frozenset({"k"})),
         stamped,
     )
-    yield "admit", decisions.admit_patch(stamped["metadata"], rollout), stamped
+    yield "admit", timer_admission.admit_patch(stamped["metadata"], restarted), stamped
     admitted = workload(kind, marks())
-    yield "hand back", decisions.hand_back_patch(admitted["metadata"], rollout), admitted
+    yield "hand back", timer_admission.hand_back_patch(admitted["metadata"], restarted), admitted
     annotations = admitted["metadata"]["annotations"]
-    yield "clear", decisions.clear_patch(annotations, admitted["metadata"], rollout), admitted
+    yield (
+        "clear",
+        restart_decisions.clear_patch(annotations, admitted["metadata"], restarted),
+        admitted,
+    )
     defaults = settings_module.Settings(timezone="UTC", window_length=HOUR)
-    decision = decisions.decide_restart(admitted, defaults, NOW + dt.timedelta(minutes=5))
-    assert decision.action is decisions.Action.RESTART, decision
+    decision = restart_decisions.decide_restart(admitted, defaults, NOW + dt.timedelta(minutes=5))
+    assert decision.action is restart_decisions.Action.RESTART, decision
     yield "restart", decision.patch, admitted
     recorded = {**marks(), keys.RESTARTED_FOR: json.dumps({"secret.db": "7"})}
     satisfied = workload(kind, recorded)
-    decision = decisions.decide_restart(satisfied, defaults, NOW)
-    assert decision.action is decisions.Action.SATISFIED, decision
+    decision = restart_decisions.decide_restart(satisfied, defaults, NOW)
+    assert decision.action is restart_decisions.Action.SATISFIED, decision
     yield "satisfied", decision.patch, satisfied
     opted_out = workload(kind, {**marks(), keys.IGNORE: "true"})
-    decision = decisions.decide_restart(opted_out, defaults, NOW)
-    assert decision.action is decisions.Action.OPTED_OUT, decision
+    decision = restart_decisions.decide_restart(opted_out, defaults, NOW)
+    assert decision.action is restart_decisions.Action.OPTED_OUT, decision
     yield "opted out", decision.patch, opted_out
     unmarked = workload(kind, {})
-    repair = decisions.label_repair(unmarked["metadata"])
+    repair = timer_admission.label_repair(unmarked["metadata"])
     assert repair is not None
     yield "label repair", repair, unmarked
     # The namespace scope gives a pending workload its finalizer back (scoping.py).
@@ -190,11 +202,11 @@ def test_every_source_patch_writes_only_declared_keys() -> None:
         "metadata": {"name": "db", "annotations": {"example.com/owner": "team"}},
         "data": {"password": "aHVudGVyMg=="},
     }
-    _, current = decisions.classify(source)
-    change = decisions.key_change(source, current, checksums.new_salt(bytes(16)))
-    check_source_patch(decisions.begin_change_patch("7", current))
-    check_source_patch(decisions.checksum_patch(current, change.record))
-    check_source_patch(decisions.checksum_patch(current, None, drop_digests=True))
+    _, current = source_changes.classify(source)
+    change = source_changes.key_change(source, current, checksums.new_salt(bytes(16)))
+    check_source_patch(source_changes.begin_change_patch("7", current))
+    check_source_patch(source_changes.checksum_patch(current, change.record))
+    check_source_patch(source_changes.checksum_patch(current, None, drop_digests=True))
 
 
 def test_the_finalizer_release_removes_only_ours() -> None:

@@ -32,7 +32,7 @@ def test_the_reference_page_is_what_the_generator_prints() -> None:
 
 def test_the_page_lists_every_key_flag_value_reason_and_metric() -> None:
     generated = reference.page()
-    for value in (keys.CHECKSUM, keys.RESTART_AT_LABEL, keys.FINALIZER, keys.RESTARTED_AT):
+    for value in (keys.CHECKSUM, keys.RESTART_AT_LABEL, keys.FINALIZER, keys.KUBECTL_RESTARTED_AT):
         assert f"`{value}`" in generated
     for flag in ("--reloader-window WINDOW", "--namespace-selector SELECTOR", "--no-rollouts"):
         assert f"`{flag}`" in generated

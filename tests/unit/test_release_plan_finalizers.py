@@ -14,7 +14,7 @@ from restarter.commands.release_plan import (
 from restarter.main import main
 from restarter.model import keys
 from restarter.model.finalizers import release_patch
-from restarter.model.references import WORKLOAD_KINDS
+from restarter.model.kinds import WORKLOAD_KINDS
 
 OURS = keys.FINALIZER
 OPERATOR = ["--operator-namespace", "restarter-system", "--operator-deployment", "restarter"]

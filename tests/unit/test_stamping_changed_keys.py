@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from restarter.cluster.reference_map import ReferenceMap, references_of
-from restarter.model import decisions, keys, reasons, windows
+from restarter.model import keys, reasons, source_changes, windows
 from restarter.model.checksums import checksum, key_digests, new_salt, read_key_digests
 from restarter.restarting import stamping
 from restarter.services import events
@@ -108,13 +108,13 @@ def reconcile(
     source: dict[str, Any], api: RecordingApi, reference_map: ReferenceMap | None = None
 ) -> bool:
     context = stamping.SourceContext(
-        "secret",
-        Settings(),
-        api,  # type: ignore[arg-type]
-        reference_map or readers(),
-        threading.Event(),
-        {},
-        logging.getLogger(__name__),
+        kind="secret",
+        settings=Settings(),
+        api=api,  # type: ignore[arg-type]
+        reference_map=reference_map or readers(),
+        in_sync=threading.Event(),
+        checksums={},
+        logger=logging.getLogger(__name__),
     )
     return stamping.reconcile_source(context, source, NOW)
 
@@ -177,7 +177,7 @@ def test_an_upgrade_from_a_matching_0x_checksum_records_digests_and_stamps_nothi
 ) -> None:
     api = RecordingApi()
     source = secret(OLD, {keys.CHECKSUM: checksum(OLD)})
-    assert decisions.classify(source)[0] is decisions.Change.UNCHANGED
+    assert source_changes.classify(source)[0] is source_changes.Change.UNCHANGED
     assert reconcile(source, api)
     assert api.stamped == {}
     [record] = api.source_patches
@@ -187,7 +187,7 @@ def test_an_upgrade_from_a_matching_0x_checksum_records_digests_and_stamps_nothi
     assert not [reason for _, reason, _ in posted if reason != "ChangeDetected"]
     # Recorded: the next event is already seen.
     recorded = secret(OLD, record["metadata"]["annotations"])
-    assert decisions.key_digests_current(recorded, checksum(OLD))
+    assert source_changes.key_digests_current(recorded, checksum(OLD))
 
 
 def test_a_change_while_no_0x_operator_ran_stamps_every_dependent() -> None:

@@ -20,7 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client import REGISTRY
 
 from restarter.cluster.reference_map import ReferenceMap, references_of
-from restarter.model import decisions, keys
+from restarter.model import keys, source_changes
 from restarter.model.checksums import (
     BUCKETS,
     BucketDigests,
@@ -118,7 +118,7 @@ def source(data: dict[str, str], annotations: dict[str, str] | None = None) -> d
 def recorded_for(data: dict[str, str]) -> dict[str, str]:
     """What restarter records on a source of ``data`` (the digests in the form that fits)."""
     whole = checksum(data)
-    digests = decisions.key_change(source(data), whole, SALT).record
+    digests = source_changes.key_change(source(data), whole, SALT).record
     assert digests is not None
     return {keys.CHECKSUM: whole, keys.KEY_DIGESTS: digests.to_annotation()}
 
@@ -130,13 +130,13 @@ def reconcile(
     seen: dict[tuple[str, str, str], str] | None = None,
 ) -> bool:
     context = stamping.SourceContext(
-        "secret",
-        Settings(),
-        api,  # type: ignore[arg-type]
-        reference_map or readers(),
-        threading.Event(),
-        {} if seen is None else seen,
-        logging.getLogger(__name__),
+        kind="secret",
+        settings=Settings(),
+        api=api,  # type: ignore[arg-type]
+        reference_map=reference_map or readers(),
+        in_sync=threading.Event(),
+        checksums={} if seen is None else seen,
+        logger=logging.getLogger(__name__),
     )
     return stamping.reconcile_source(context, body, NOW)
 
@@ -160,8 +160,8 @@ def test_first_sight_of_many_keys_records_digests_per_bucket_in_a_few_kib() -> N
     digests = read_key_digests(recorded[keys.KEY_DIGESTS])
     assert isinstance(digests, BucketDigests) and digests.checksum == checksum(BIG)
     written = {key: value for key, value in recorded.items() if value is not None}
-    assert decisions.annotation_bytes(written) < 3 * 1024
-    assert decisions.key_digests_current(source(BIG, written), checksum(BIG))
+    assert source_changes.annotation_bytes(written) < 3 * 1024
+    assert source_changes.key_digests_current(source(BIG, written), checksum(BIG))
 
 
 def test_a_few_keys_keep_their_digests_per_key() -> None:
@@ -220,7 +220,8 @@ def test_an_event_names_at_most_twenty_keys() -> None:
 def full(room: int) -> dict[str, str]:
     """Annotations of the source's own that leave ``room`` bytes of the apiserver's limit."""
     return {
-        "example.com/notes": "x" * (decisions.ANNOTATIONS_LIMIT - len("example.com/notes") - room)
+        "example.com/notes": "x"
+        * (source_changes.ANNOTATIONS_LIMIT - len("example.com/notes") - room)
     }
 
 
@@ -235,7 +236,7 @@ def test_no_room_for_digests_records_the_checksum_only_with_a_warning_and_stamps
     assert recorded == {keys.CHECKSUM: checksum(BIG), keys.CHANGE: None, keys.KEY_DIGESTS: None}
     message = warnings(posted)["KeyDigestsNotRecorded"]
     assert "recorded the checksum only" in message and "whichever keys it reads" in message
-    assert f"of the {decisions.ANNOTATIONS_LIMIT} the API allows" in message
+    assert f"of the {source_changes.ANNOTATIONS_LIMIT} the API allows" in message
 
     # The next change: which keys is unknown, so every reader is stamped.
     posted.clear()
@@ -252,8 +253,8 @@ def test_no_room_for_digests_records_the_checksum_only_with_a_warning_and_stamps
 def test_the_room_counts_the_sources_own_annotations_not_restarters() -> None:
     own = {"a.example/x": "y" * 1000}
     stale = {keys.KEY_DIGESTS: "z" * 200_000, keys.CHANGE: "1 sha256:0", keys.CHECKSUM: "c"}
-    room = decisions.digests_room({"annotations": {**own, **stale}}, checksum(BIG))
-    assert room == decisions.digests_room({"annotations": own}, checksum(BIG))
+    room = source_changes.digests_room({"annotations": {**own, **stale}}, checksum(BIG))
+    assert room == source_changes.digests_room({"annotations": own}, checksum(BIG))
     assert room > 250_000
 
 

@@ -30,6 +30,21 @@ SETTINGS = Settings(timezone="UTC", window_length=HOUR)
 log = logging.getLogger(__name__)
 
 
+def deployments_timer(
+    api: Any, pacer: Pacer, seen: SeenMarks, memo: dict[str, Any]
+) -> ticking.TimerContext:
+    """The context of one tick of a Deployment's timer, as the operator's handler makes it."""
+    return ticking.TimerContext(
+        plural="deployments",
+        settings=SETTINGS,
+        api=api,
+        pacer=pacer,
+        seen=seen,
+        memo=memo,
+        logger=log,
+    )
+
+
 def deployment(version: str, annotations: dict[str, str], **metadata: Any) -> dict[str, Any]:
     identity = {"name": "web", "namespace": "ns", "uid": "u-1", "resourceVersion": version}
     return {
@@ -101,7 +116,8 @@ def tick(
     seen = seen or SeenMarks()
     asyncio.run(
         ticking.restart_when_due(
-            ticking.TimerContext("deployments", SETTINGS, api, pacer, seen, memo, log), body
+            deployments_timer(api, pacer, seen, memo),
+            body,
         )
     )
 
@@ -125,8 +141,8 @@ def test_the_patch_is_conditional_on_the_fresh_read_not_on_the_ticks_body(
     assert [patch["metadata"]["resourceVersion"] for patch in api.sent] == ["12"]
     assert events == ["Restarted"]
     assert count("restarted") == before + 1
-    assert ticking.released(memo, {"resourceVersion": "13"})
-    assert not ticking.released(memo, {"resourceVersion": "14"})
+    assert ticking.settled(memo, {"resourceVersion": "13"})
+    assert not ticking.settled(memo, {"resourceVersion": "14"})
 
 
 def test_a_body_the_streams_saw_at_its_version_with_its_marks_is_patched_without_a_read(
@@ -195,7 +211,7 @@ def test_marks_removed_meanwhile_send_and_report_nothing(events: list[str]) -> N
     tick(pending("12", since), api, memo, new_pacer())
     assert api.sent == []
     assert events == []
-    assert ticking.released(memo, {"resourceVersion": "13"})
+    assert ticking.settled(memo, {"resourceVersion": "13"})
 
 
 def test_two_conflicts_send_nothing_more_and_free_the_slot(events: list[str]) -> None:

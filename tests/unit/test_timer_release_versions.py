@@ -14,7 +14,7 @@ import pytest
 
 from restarter.model import keys
 from restarter.model.resource_versions import compare_versions
-from restarter.restarting.ticking import release, released, timer_wanted
+from restarter.restarting.ticking import settle, settled, timer_wanted
 
 PENDING = {keys.pending_key("secret", "db"): "1796000000"}
 
@@ -43,14 +43,14 @@ def test_resource_versions_compare_by_length_then_digits(
 
 def test_nothing_is_released_before_a_release() -> None:
     memo: dict[str, Any] = {}
-    assert not released(memo, body("5")["metadata"])
+    assert not settled(memo, body("5")["metadata"])
     assert timer_wanted(PENDING, body("5")["metadata"], memo)
 
 
 def test_bodies_up_to_the_release_result_are_skipped_and_newer_ones_decided() -> None:
     memo: dict[str, Any] = {}
     # The tick read 98, its patch conflicted, it read 100 and patched it into 101.
-    release(memo, body("98"), body("100"), body("101"))
+    settle(memo, body("98"), body("100"), body("101"))
     for seen in ("98", "99", "100", "101"):  # late events and the DELETED echo
         assert not timer_wanted(PENDING, body(seen)["metadata"], memo), seen
     for later in ("102", "1000"):  # stamped again after the release
@@ -59,10 +59,10 @@ def test_bodies_up_to_the_release_result_are_skipped_and_newer_ones_decided() ->
 
 def test_versions_that_cannot_be_compared_are_skipped_only_when_equal() -> None:
     memo: dict[str, Any] = {}
-    release(memo, body("a7"), body("a7"), body("a9"))
-    assert released(memo, body("a7")["metadata"])
-    assert released(memo, body("a9")["metadata"])
-    assert not released(memo, body("a8")["metadata"])
+    settle(memo, body("a7"), body("a7"), body("a9"))
+    assert settled(memo, body("a7")["metadata"])
+    assert settled(memo, body("a9")["metadata"])
+    assert not settled(memo, body("a8")["metadata"])
 
 
 def test_a_body_without_marks_is_not_ticked() -> None:

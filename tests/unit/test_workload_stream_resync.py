@@ -100,13 +100,13 @@ def run_stream(
         seen.append((stream.synced.is_set(), reference_map.dependents(NAMESPACE, "secret", "db")))
 
     stream = Stream(
-        api,  # type: ignore[arg-type]
-        reference_map,
-        "deployments",
-        NAMESPACE,
-        Quiet(),
-        api.stopping,
-        on_sync,
+        api=api,  # type: ignore[arg-type]
+        reference_map=reference_map,
+        plural="deployments",
+        namespace=NAMESPACE,
+        inspect=Quiet(),
+        stopping=api.stopping,
+        on_sync=on_sync,
     )
     stream.run()
     return seen

@@ -13,9 +13,10 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from restarter.model.checksums import BucketChange, ChangedKeys
+from restarter.model.fan_out import Target
 from restarter.model.optin import OptIn, opt_in
 from restarter.model.references import (
     KeyNames,
@@ -88,19 +89,6 @@ def _shared_optin(optin: OptIn | None) -> OptIn | None:
         _optins.clear()
     _optins[optin] = optin
     return optin
-
-
-class Target(NamedTuple):
-    """A workload a change of a source concerns."""
-
-    plural: str
-    name: str
-    keys: KeyNames
-    """The changed keys it reads (None: unknown; a ``PossiblyChanged`` set: keys whose
-    digest bucket changed)."""
-
-    optin: OptIn | None
-    """Its opt-in when it selects this source: its window applies; else the source's."""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from restarter.cluster.reference_map import ReferenceMap, uses_of
 from restarter.model import bodies, reasons
-from restarter.model.kinds import APPS_KINDS, ROLLOUTS, WORKLOAD_KINDS, api_version
+from restarter.model.kinds import APPS_KINDS, KINDS, ROLLOUTS, WORKLOAD_KINDS, api_version
 from restarter.model.optin import OptIn, invalid_entries_message
 from restarter.model.references import rollout_workload_ref, with_template
 from restarter.services.events import Direct
@@ -194,6 +194,7 @@ class Stream(ListWatch):
 
     def __init__(
         self,
+        *,
         api: Api,
         reference_map: ReferenceMap,
         plural: str,
@@ -325,13 +326,9 @@ class RolloutStream(Stream):
     server serves them; then ``on_served`` is called once and the stream runs as any other."""
 
     def __init__(
-        self,
-        *args: Any,
-        on_served: Callable[[], None],
-        served: Callable[[], bool],
-        **kwargs: Any,
+        self, *, on_served: Callable[[], None], served: Callable[[], bool], **stream: Any
     ) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(**stream)
         self.on_served, self.served = on_served, served
 
     def run(self) -> None:
@@ -412,22 +409,22 @@ class WorkloadWatcher:
     def _add(self, namespace: str | None) -> list[Stream]:
         streams: list[Stream] = []
         for plural in WORKLOAD_KINDS:
-            arguments = (
-                self.api,
-                self.reference_map,
-                plural,
-                namespace,
-                self.inspect,
-                threading.Event(),
-                self._update,
-                self.reloader,
-            )
-            if plural != ROLLOUTS:
-                streams.append(Stream(*arguments))
+            arguments: dict[str, Any] = {
+                "api": self.api,
+                "reference_map": self.reference_map,
+                "plural": plural,
+                "namespace": namespace,
+                "inspect": self.inspect,
+                "stopping": threading.Event(),
+                "on_sync": self._update,
+                "reloader": self.reloader,
+            }
+            if KINDS[plural].built_in:
+                streams.append(Stream(**arguments))
             elif self.on_rollouts_served is not None:
                 streams.append(
                     RolloutStream(
-                        *arguments, on_served=self.on_rollouts_served, served=self.rollouts_served
+                        **arguments, on_served=self.on_rollouts_served, served=self.rollouts_served
                     )
                 )
         with self._lock:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from restarter.commands import planning
-from restarter.model.references import ROLLOUTS, WORKLOAD_KINDS
+from restarter.model.kinds import KINDS, WORKLOAD_KINDS
 from restarter.model.schedule import ScheduleError, parse_length, parse_zone
 from restarter.model.windows import format_length
 from restarter.services import kube
@@ -113,7 +113,7 @@ def list_pending(api: Api, namespace: str | None) -> list[tuple[str, dict[str, A
     for plural in WORKLOAD_KINDS:
         where = f"in namespace {namespace}" if namespace else "in any namespace"
         try:
-            if plural == ROLLOUTS and not api.served(plural):
+            if not KINDS[plural].built_in and not api.served(plural):
                 continue
             found += [(plural, item) for item in api.list_workloads(plural, namespace)]
         except kube.ApiError as error:

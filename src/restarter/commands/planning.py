@@ -32,8 +32,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from restarter.model import decisions, keys, windows
-from restarter.model.references import WORKLOAD_KINDS
+from restarter.model import keys, restart_decisions, stamps, windows
+from restarter.model.kinds import WORKLOAD_KINDS
 from restarter.model.schedule import ScheduleError, next_restart, parse_zone
 from restarter.services.settings import Settings
 
@@ -85,7 +85,7 @@ class PlanRow:
 
 @dataclass(frozen=True)
 class _ReadMark:
-    mark: decisions.Mark
+    mark: stamps.Mark
     source: str
     request: windows.WindowRequest | None
     problem: str | None
@@ -93,11 +93,11 @@ class _ReadMark:
     """The changed keys the mark names, and how many more it left out; None: unknown."""
 
 
-def _read(mark: decisions.Mark, defaults: Settings) -> _ReadMark:
+def _read(mark: stamps.Mark, defaults: Settings) -> _ReadMark:
     source = (windows.source_of_mark(mark.window) if mark.window else None) or mark.token
     named = windows.keys_of_mark(mark.window) if mark.window else None
     try:
-        return _ReadMark(mark, source, decisions.mark_window(mark, defaults), None, named)
+        return _ReadMark(mark, source, stamps.mark_window(mark, defaults), None, named)
     except ScheduleError as error:
         return _ReadMark(mark, source, None, str(error), named)
 
@@ -107,7 +107,7 @@ def _notes(
 ) -> tuple[str, ...]:
     notes = []
     if read.mark.since is None:
-        if f"{keys.PENDING_RESTART}/{read.mark.token}" in annotations:
+        if f"{keys.PENDING_MARK}/{read.mark.token}" in annotations:
             notes.append("pending-restart mark is not epoch seconds")
         else:
             notes.append("restart-at mark without its pending-restart mark")
@@ -130,12 +130,12 @@ def workload_rows(
     """The rows of one workload; none when it carries no pending mark."""
     metadata = workload.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
-    if not decisions.has_pending(annotations):
+    if not stamps.has_pending(annotations):
         return []
-    reads = [_read(mark, defaults) for mark in decisions.pending_marks(annotations)]
-    last = decisions.last_restart(annotations, now)
-    recorded = decisions.restarted_for(annotations)
-    done = {read.mark.token for read in reads if decisions.satisfied(read.mark, recorded)}
+    reads = [_read(mark, defaults) for mark in stamps.pending_marks(annotations)]
+    last = restart_decisions.last_restart(annotations, now)
+    recorded = stamps.restarted_for(annotations)
+    done = {read.mark.token for read in reads if stamps.satisfied(read.mark, recorded)}
     restarts = {
         read.source: next_restart(read.request.window(), now, last)
         for read in reads
@@ -144,7 +144,7 @@ def workload_rows(
     # Ties go to the first source by name, so the note is stable.
     restarted_by = min(sorted(restarts), key=lambda source: restarts[source], default=None)
     restart_at = None if restarted_by is None else restarts[restarted_by]
-    opted_out = decisions.opted_out(annotations)
+    opted_out = stamps.opted_out(annotations)
     paused = bool((workload.get("spec") or {}).get("paused"))
 
     rows = []

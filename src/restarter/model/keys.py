@@ -60,14 +60,14 @@ DEPENDS_ON_SECRETS = f"{PREFIX}/secrets"
 DEPENDS_ON_CONFIGMAPS = f"{PREFIX}/configmaps"
 
 #: Annotation prefix on a workload: epoch seconds when a change of the named source was seen.
-PENDING_RESTART = f"pending-restart.{PREFIX}"
+PENDING_MARK = f"pending-restart.{PREFIX}"
 
 #: Annotation prefix on a workload: the window the named source asked for, as JSON
 #: (``{"at":"03.00","length":"1h","source":"Secret/db","timezone":"UTC"}``).
-RESTART_AT = f"restart-at.{PREFIX}"
+WINDOW_MARK = f"restart-at.{PREFIX}"
 
 #: How the annotation keys of a pending mark (both halves) begin.
-MARK_PREFIXES = (PENDING_RESTART + "/", RESTART_AT + "/")
+MARK_PREFIXES = (PENDING_MARK + "/", WINDOW_MARK + "/")
 
 #: Label on a workload while it has pending marks: kopf's watch of workloads selects it
 #: server-side, so kopf (its timers, finalizer and memory) sees only pending workloads.
@@ -82,7 +82,7 @@ RESTART_TS = f"{PREFIX}/restart-ts"
 RESTARTED_FOR = f"{PREFIX}/restarted-for"
 
 #: Pod-template annotation that ``kubectl rollout restart`` writes; a change rolls the pods.
-RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+KUBECTL_RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 
 #: Finalizer that kopf adds while a workload has a pending timer.
 FINALIZER = f"{PREFIX}/finalizer"
@@ -103,7 +103,7 @@ WRITTEN: dict[str, tuple[str, ...]] = {
     "workloadAnnotationPrefixes": (*MARK_PREFIXES, f"{KOPF_PREFIX}/"),
     "workloadLabels": (PENDING_LABEL,),
     "workloadFinalizers": (FINALIZER,),
-    "podTemplateAnnotations": (RESTARTED_AT,),
+    "podTemplateAnnotations": (KUBECTL_RESTARTED_AT,),
     # An Argo Rollout is restarted through its spec.
     "rolloutSpecFields": ("restartAt",),
 }
@@ -123,11 +123,11 @@ def source_token(kind: str, name: str) -> str:
 
 
 def pending_key(kind: str, name: str) -> str:
-    return f"{PENDING_RESTART}/{source_token(kind, name)}"
+    return f"{PENDING_MARK}/{source_token(kind, name)}"
 
 
 def window_key(kind: str, name: str) -> str:
-    return f"{RESTART_AT}/{source_token(kind, name)}"
+    return f"{WINDOW_MARK}/{source_token(kind, name)}"
 
 
 #: 9999-12-31T23:59:59Z: later epochs are not instants datetime can hold.

@@ -1,8 +1,9 @@
 """Whether a workload's rollout is complete, by the rules ``kubectl rollout status`` uses.
 
-Pure: a workload body (plain dict) and its resource plural in, a ``Progress`` out. An
-Argo Rollout is complete by its own controller's word: ``status.phase`` Healthy and
-``status.restartedAt`` caught up with ``spec.restartAt``.
+Pure: a workload body (plain dict) in, a ``Progress`` out; ``kinds`` says which reader
+each workload kind uses (``kinds.progress``). An Argo Rollout is complete by its own
+controller's word: ``status.phase`` Healthy and ``status.restartedAt`` caught up with
+``spec.restartAt``.
 """
 
 from __future__ import annotations
@@ -20,19 +21,32 @@ class Progress(enum.Enum):
     FAILED = "failed"
 
 
-def progress(plural: str, body: Mapping[str, Any]) -> Progress:
+def _parts(
+    body: Mapping[str, Any],
+) -> tuple[int, int, Mapping[str, Any], Mapping[str, Any]]:
+    """A body's generation, observed generation, spec and status."""
     metadata = body.get("metadata") or {}
-    spec = body.get("spec") or {}
     status = body.get("status") or {}
     generation = metadata.get("generation") or 0
     observed = status.get("observedGeneration") or 0
-    if plural == "deployments":
-        return _deployment(generation, observed, spec, status)
-    if plural == "statefulsets":
-        return _statefulset(generation, observed, spec, status)
-    if plural == "rollouts":
-        return _rollout(spec, status)
-    return _daemonset(generation, observed, spec, status)
+    return generation, observed, body.get("spec") or {}, status
+
+
+def of_deployment(body: Mapping[str, Any]) -> Progress:
+    return _deployment(*_parts(body))
+
+
+def of_statefulset(body: Mapping[str, Any]) -> Progress:
+    return _statefulset(*_parts(body))
+
+
+def of_daemonset(body: Mapping[str, Any]) -> Progress:
+    return _daemonset(*_parts(body))
+
+
+def of_rollout(body: Mapping[str, Any]) -> Progress:
+    _, _, spec, status = _parts(body)
+    return _rollout(spec, status)
 
 
 def _rollout(spec: Mapping[str, Any], status: Mapping[str, Any]) -> Progress:

@@ -109,31 +109,6 @@ def workload_key(plural: str, body: Mapping[str, Any]) -> WorkloadKey:
 #: The API kinds of sources, by the short kind used in annotation keys.
 SOURCE_KINDS = {SECRET: "Secret", CONFIGMAP: "ConfigMap"}
 
-#: Argo Rollouts' Rollout (``argoproj.io/v1alpha1``): restarted only while its CRD is served.
-ROLLOUTS = "rollouts"
-
-#: The workloads restarter restarts, by resource plural.
-WORKLOAD_KINDS = {
-    "deployments": "Deployment",
-    "statefulsets": "StatefulSet",
-    "daemonsets": "DaemonSet",
-    ROLLOUTS: "Rollout",
-}
-
-#: The built-in (``apps/v1``) workload kinds: always served.
-APPS_KINDS = ("deployments", "statefulsets", "daemonsets")
-
-#: Each workload kind's (API group, version).
-WORKLOAD_APIS = {
-    **{plural: ("apps", "v1") for plural in APPS_KINDS},
-    ROLLOUTS: ("argoproj.io", "v1alpha1"),
-}
-
-
-def api_version(plural: str) -> str:
-    group, version = WORKLOAD_APIS[plural]
-    return f"{group}/{version}"
-
 
 def rollout_workload_ref(body: Mapping[str, Any]) -> str | None:
     """The Deployment whose pod template a Rollout uses (``spec.workloadRef``), or None
@@ -149,14 +124,6 @@ def with_template(body: Mapping[str, Any], referenced: Mapping[str, Any] | None)
     (an empty template when that Deployment is missing)."""
     template = ((referenced or {}).get("spec") or {}).get("template") or {}
     return {**body, "spec": {**(body.get("spec") or {}), "template": template}}
-
-
-#: The stem of each apps/v1 workload's AppsV1Api methods (``patch_namespaced_<stem>``).
-CLIENT_STEMS = {
-    "deployments": "deployment",
-    "statefulsets": "stateful_set",
-    "daemonsets": "daemon_set",
-}
 
 
 def _declared(text: str | None) -> list[str]:

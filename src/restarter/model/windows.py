@@ -38,7 +38,7 @@ from restarter.model.schedule import (
 )
 
 NOW = "now"
-CRON = "cron"
+AT_CRON = "cron"
 
 #: Where a mark's window came from: the source's ``restart-at`` label, the workload's
 #: ``restarter.io/restart-at`` annotation, or the operator's default for workloads that
@@ -87,7 +87,7 @@ def _build_window(at: str, timezone: str, length: dt.timedelta, cron: str | None
     if at == NOW:
         return Immediately()
     zone = parse_zone(timezone)
-    if at == CRON:
+    if at == AT_CRON:
         return CronWindow.parse(cron or "", length, zone)
     starts = _daily_starts(at)
     dailies = tuple(DailyWindow.parse(start, length, zone) for start in starts)
@@ -115,7 +115,7 @@ class WindowRequest:
         if self.at == NOW:
             return "now"
         length = format_length(self.length)
-        if self.at == CRON:
+        if self.at == AT_CRON:
             return f"cron '{self.cron}' {self.timezone} ({length} long)"
         return f"{self.at.replace('_', ', ')} {self.timezone} ({length} long)"
 
@@ -166,12 +166,12 @@ def _from_fields(
     zone = annotations.get(keys.TIMEZONE, default_zone)
     length_text = annotations.get(keys.WINDOW_LENGTH)
     length = default_length if length_text is None else parse_length(length_text)
-    if at == CRON:
+    if at == AT_CRON:
         if cron is None:
             raise ScheduleError(
                 f"{asked_by}=cron needs the annotation {keys.CRON} (e.g. '0 3 * * 1-5')"
             )
-        request = WindowRequest(CRON, zone, length, parse_cron(cron))
+        request = WindowRequest(AT_CRON, zone, length, parse_cron(cron))
     elif cron is not None:
         raise ScheduleError(
             f"annotation {keys.CRON} is only read with {asked_by}=cron (it says {at!r})"
@@ -244,10 +244,10 @@ def from_mark(value: str, default_zone: str, default_length: dt.timedelta) -> Wi
         if at == NOW:
             return WindowRequest(NOW, default_zone, default_length, origin=origin)
         request = WindowRequest(
-            at=at if at == CRON else "_".join(_daily_starts(at)),
+            at=at if at == AT_CRON else "_".join(_daily_starts(at)),
             timezone=fields["timezone"],
             length=parse_length(fields["length"]),
-            cron=parse_cron(fields["cron"]) if at == CRON else None,
+            cron=parse_cron(fields["cron"]) if at == AT_CRON else None,
             origin=origin,
         )
     except ScheduleError:

@@ -3,54 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kopf
 
-from restarter.cluster.namespace_watching import NamespaceScope, NamespaceWatcher
-from restarter.cluster.reference_map import ReferenceMap
-from restarter.cluster.seen_marks import SeenMarks
-from restarter.cluster.source_watching import SourceWatcher
-from restarter.cluster.workload_watching import WorkloadWatcher
 from restarter.model import keys
-from restarter.model.references import (
-    APPS_KINDS,
-    ROLLOUTS,
-    SOURCE_KINDS,
-    WORKLOAD_APIS,
-)
-from restarter.operator.late_kinds import LateKind
-from restarter.operator.trimming import Trimmer
-from restarter.restarting.admitting import Admissions, Admitter
-from restarter.restarting.checking import ObjectLog, SourceChecks
-from restarter.restarting.finalizer_release import FinalizerReleaser, ReleaseFailed
-from restarter.restarting.observing import PacerSweeper, WorkloadObserver
-from restarter.restarting.pacing import Pacer
-from restarter.restarting.scoping import ScopeFollower
-from restarter.restarting.stamping import SourceContext, SourceTurns, check_source
-from restarter.restarting.ticking import TimerContext, restart_when_due, timer_wanted
-from restarter.services import events
+from restarter.model.kinds import APPS_KINDS, KINDS
+from restarter.model.references import SOURCE_KINDS
+from restarter.operator.components import Components
+from restarter.restarting.stamping import check_source
+from restarter.restarting.ticking import restart_when_due, timer_wanted
 from restarter.services.kube import Api
 from restarter.services.settings import Settings
-
-#: The log of sources kopf does not watch (unlabelled ones that workloads opted in for).
-SOURCES_LOG = logging.getLogger("restarter.sources")
-
-#: The log of namespaces entering and leaving the namespace selector's scope.
-NAMESPACES_LOG = logging.getLogger("restarter.namespaces")
 
 #: Source kind → the kopf resource plural watched for it.
 SOURCE_RESOURCES = {"secret": "secrets", "configmap": "configmaps"}
 
-
 #: Seconds at most before a timer tick that failed is tried again.
 TIMER_BACKOFF = 10.0
-#: Seconds start-up waits for the first listing of every workload stream before kopf
-#: starts watching anyway (its source handlers then wait for the listing themselves).
-STARTUP_SYNC_TIMEOUT = 300.0
 
 
 def build_registry(
@@ -62,79 +33,15 @@ def build_registry(
     when Rollouts become served, their timer is registered and the kind added to it.
     """
     registry = kopf.OperatorRegistry()
-    seen_checksums: dict[tuple[str, str, str], str] = {}
-    turns = SourceTurns()
-    reference_map = ReferenceMap()
-    # A due workload that stops asking for a slot for over two ticks leaves the queue.
-    pacer = Pacer(settings.pacing, stale_after=2.5 * settings.timer_interval)
-    seen = SeenMarks()
-    # Pending workloads reach kopf's timers when their window opens, a bounded number at once.
-    admissions = Admissions(settings.max_timers)
-    admitter = Admitter(api, admissions)
-    trimmer = Trimmer()
-    observer = WorkloadObserver(api, pacer, seen, admissions, settings)
-    selector = settings.selector
-    # The namespaces that match the selector (all, without one): kopf's handlers and the
-    # source checks act only there, and the workload streams watch only those.
-    scope = NamespaceScope(selector)
-    scopes: tuple[str | None, ...] = () if selector else (settings.namespaces or (None,))
-    rollouts = LateKind(
-        ROLLOUTS,
-        insights,
-        lambda: _register_workload(registry, ROLLOUTS, settings, api, pacer, seen, scope),
+    parts = Components(
+        settings, api, insights, lambda plural: _register_workload(registry, plural, parts)
     )
-    watcher = WorkloadWatcher(
-        api,
-        reference_map,
-        scopes,
-        observer,
-        settings.reloader_annotations,
-        on_rollouts_served=rollouts.served if settings.rollouts else None,
-    )
-    sweeper = PacerSweeper(api, pacer)
-
-    def source_context(
-        kind: str, logger: Any, path: events.EventPath = events.QUEUED
-    ) -> SourceContext:
-        """What one check of a source needs: kopf's per-object logger and Event queue in
-        its handlers, restarter's own log and the API outside them."""
-        return SourceContext(
-            kind,
-            settings,
-            api,
-            reference_map,
-            watcher.in_sync,
-            seen_checksums,
-            logger,
-            path,
-            turns,
-        )
-
-    def unlabelled_context(kind: str, namespace: str, name: str) -> SourceContext:
-        return source_context(kind, ObjectLog(SOURCES_LOG, namespace, name), events.Direct(api))
-
-    checks = SourceChecks(unlabelled_context)
-    entering_checks = SourceChecks(unlabelled_context, labelled=True)
-
-    def check_in_scope(kind: str, namespace: str, name: str) -> None:
-        if scope.includes(namespace):
-            checks.submit(kind, namespace, name)
-
-    sources = SourceWatcher(api, reference_map, settings.namespaces, check_in_scope)
-
-    def release_in(namespace: str) -> list[str]:
-        return FinalizerReleaser(api, (namespace,), NAMESPACES_LOG.info).release_all()
-
-    follower = ScopeFollower(api, scope, watcher, entering_checks.submit, release_in)
-    namespaces = NamespaceWatcher(api, selector, follower) if selector else None
 
     @kopf.on.startup(registry=registry, id="watch_unlabelled_sources")
     async def watch_unlabelled_sources(**_: Any) -> None:
         """Start the metadata watch of sources and the checks of unlabelled sources that
         workloads opted in for (what the workload streams find wanted waits for them)."""
-        checks.start()
-        entering_checks.start()
-        sources.start()
+        parts.start_source_checks()
 
     @kopf.on.startup(registry=registry, id="share_threads")
     async def share_threads(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -143,7 +50,7 @@ def build_registry(
         executor = settings.execution.executor
         assert isinstance(executor, ThreadPoolExecutor)
         asyncio.get_running_loop().set_default_executor(executor)
-        rollouts.loop = asyncio.get_running_loop()
+        parts.share_loop()
 
     @kopf.on.login(registry=registry, id="login")
     def login(**kwargs: Any) -> Any:
@@ -158,29 +65,13 @@ def build_registry(
         arrive when their dependents are known, and are handled at once instead of
         thousands of them waiting in memory together.
         """
-        watcher.start()
-        if namespaces is not None:
-            # The scope is known before kopf watches: its filters read it.
-            namespaces.start()
-            if not namespaces.stream.listed.wait(STARTUP_SYNC_TIMEOUT):
-                logger.warning(
-                    f"namespaces not listed after {STARTUP_SYNC_TIMEOUT:g}s; none is acted in "
-                    "until they are"
-                )
-        sweeper.start()
-        admitter.start()
-        trimmer.start()
-        if not watcher.in_sync.wait(STARTUP_SYNC_TIMEOUT):
-            logger.warning(
-                f"workloads not listed after {STARTUP_SYNC_TIMEOUT:g}s; changes of sources "
-                "wait until they are"
-            )
+        parts.start_streams(logger)
 
     for plural in APPS_KINDS:
-        _register_workload(registry, plural, settings, api, pacer, seen, scope)
+        _register_workload(registry, plural, parts)
 
     for kind in SOURCE_KINDS:
-        _register_source(registry, kind, source_context, scope)
+        _register_source(registry, kind, parts)
 
     @kopf.on.cleanup(registry=registry, id="release_finalizers")
     def release_finalizers(logger: Any, **_: Any) -> None:
@@ -188,44 +79,24 @@ def build_registry(
 
         Their marks stay; the next start re-adds the finalizer with the timer.
         """
-        if namespaces is not None:
-            namespaces.stop()
-        watcher.stop()
-        sources.stop()
-        sweeper.stop()
-        admitter.stop()
-        trimmer.stop()
-        try:
-            released = FinalizerReleaser(api, settings.namespaces, logger.debug).release_all()
-        except ReleaseFailed as error:
-            logger.error(f"could not release the finalizer of pending workloads: {error}")
-            return
-        if released:
-            logger.info(f"released the finalizer of {len(released)} pending workload(s)")
+        parts.stop(logger)
 
     return registry
 
 
-def _register_workload(
-    registry: kopf.OperatorRegistry,
-    plural: str,
-    settings: Settings,
-    api: Api,
-    pacer: Pacer,
-    seen: SeenMarks,
-    scope: NamespaceScope,
-) -> None:
-    group, version = WORKLOAD_APIS[plural]
+def _register_workload(registry: kopf.OperatorRegistry, plural: str, parts: Components) -> None:
+    kind, scope = KINDS[plural], parts.scope
+    interval = parts.settings.timer_interval
 
     @kopf.timer(
-        group,
-        version,
+        kind.group,
+        kind.version,
         plural,
         id=f"pending_restart_{plural}",
         registry=registry,
-        interval=settings.timer_interval,
+        interval=interval,
         # A failed tick (the apiserver away) is tried again soon, not after kopf's 60 s.
-        backoff=min(settings.timer_interval, TIMER_BACKOFF),
+        backoff=min(interval, TIMER_BACKOFF),
         labels={keys.PENDING_LABEL: kopf.PRESENT},
         # Out of the namespace selector's scope, kopf stops the timer and drops the
         # finalizer on the workload's next event (restarter sends one on leaving).
@@ -238,16 +109,12 @@ def _register_workload(
         lets it start."""
         if not scope.includes(body["metadata"]["namespace"]):
             return  # its namespace left the scope since kopf last looked
-        timer = TimerContext(plural, settings, api, pacer, seen, memo, logger)
-        await restart_when_due(timer, body)
+        await restart_when_due(parts.timer_context(plural, memo, logger), body)
 
 
-def _register_source(
-    registry: kopf.OperatorRegistry,
-    kind: str,
-    context_for: Callable[[str, Any], SourceContext],
-    scope: NamespaceScope,
-) -> None:
+def _register_source(registry: kopf.OperatorRegistry, kind: str, parts: Components) -> None:
+    scope = parts.scope
+
     @kopf.on.event(
         "v1",
         SOURCE_RESOURCES[kind],
@@ -260,5 +127,4 @@ def _register_source(
         """A labelled source was listed, added or modified: compare its checksum."""
         if event.get("type") == "DELETED":
             return
-        context = context_for(kind, logger)
-        await check_source(context, body)
+        await check_source(parts.source_context(kind, logger), body)

@@ -10,7 +10,7 @@ from typing import Any
 
 import kopf
 
-from restarter.model.references import WORKLOAD_APIS, WORKLOAD_KINDS
+from restarter.model.kinds import WORKLOAD_APIS, WORKLOAD_KINDS
 
 log = logging.getLogger(__name__)
 

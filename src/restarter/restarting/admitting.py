@@ -22,8 +22,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from restarter.model import decisions
-from restarter.model.references import ROLLOUTS, WORKLOAD_KINDS, WorkloadKey
+from restarter.model import timer_admission
+from restarter.model.kinds import KINDS, WORKLOAD_KINDS
+from restarter.model.references import WorkloadKey
 from restarter.services import metrics
 from restarter.services.kube import Api, Conflict
 
@@ -172,7 +173,7 @@ class Admitter:
             self.admissions.refused(key, version, self.clock())
             return 0
         plural, namespace, name = key
-        patch = decisions.admit_patch({"resourceVersion": version}, rollout=plural == ROLLOUTS)
+        patch = timer_admission.admit_patch({"resourceVersion": version}, KINDS[plural])
         try:
             sent = self.api.patch_workload(plural, namespace, name, patch)
         except Conflict:

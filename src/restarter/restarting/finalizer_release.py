@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from restarter.model import keys
 from restarter.model.finalizers import release_patch
-from restarter.model.references import ROLLOUTS, WORKLOAD_KINDS
+from restarter.model.kinds import KINDS, WORKLOAD_KINDS
 from restarter.services.kube import Api, ApiError, Conflict, error_detail
 
 #: A workload whose finalizers keep changing under us is retried this many times.
@@ -89,8 +89,8 @@ class FinalizerReleaser:
         Listed as metadata only (PartialObjectMetadataList), decoded to the fields read:
         the operator runs this as it stops, and a listing of 10 000 Helm-made Deployments
         as the client's model objects was its largest peak (1.6 M Python blocks for 1 000).
-        Rollouts are none when their CRD is not installed, or when restarter may not list
-        them (then it never held one).
+        A custom resource's kind (Rollouts) has none when its CRD is not installed, or
+        when restarter may not list it (then it never held one).
         """
         for namespace in self._namespaces or (None,):
             where = namespace or "all namespaces"
@@ -99,7 +99,7 @@ class FinalizerReleaser:
                 try:
                     page = self._api.list_workload_metadata(plural, namespace, token, PAGE)
                 except ApiError as error:
-                    if plural == ROLLOUTS and error.status in (403, 404):
+                    if not KINDS[plural].built_in and error.status in (403, 404):
                         return
                     raise failure(f"listing {kind}s in {where}", error) from None
                 for item in page.get("items") or []:

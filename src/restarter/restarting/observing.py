@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from restarter.cluster.seen_marks import SeenMarks
-from restarter.model import decisions, keys, reasons
-from restarter.model.references import WORKLOAD_KINDS, WorkloadKey, api_version, workload_key
+from restarter.model import keys, reasons, stamps, timer_admission
+from restarter.model.kinds import WORKLOAD_KINDS, api_version
+from restarter.model.references import WorkloadKey, workload_key
 from restarter.model.windows import WindowDefaults
 from restarter.restarting.admitting import Admissions
 from restarter.restarting.pacing import Pacer
@@ -48,7 +49,7 @@ class WorkloadObserver:
         namespace, name = metadata.get("namespace", ""), metadata.get("name", "")
         self.pacer.observe(plural, body, time.time())
         self.seen.observe(plural, body)
-        marked = decisions.has_pending(metadata.get("annotations"))
+        marked = stamps.has_pending(metadata.get("annotations"))
         self.pending.observe(WORKLOAD_KINDS[plural], namespace, name, marked)
         key = workload_key(plural, body)
         if not marked:
@@ -59,7 +60,7 @@ class WorkloadObserver:
         else:
             now = dt.datetime.now(dt.UTC)
             try:
-                due = decisions.admission_due(body, self.defaults, now)
+                due = timer_admission.admission_due(body, self.defaults, now)
             except Exception as error:  # a stream must not stop on one odd body
                 log.warning(
                     f"{WORKLOAD_KINDS[plural]} {namespace}/{name}: could not tell when it is "
@@ -127,7 +128,7 @@ class PacerSweeper:
 def repair_label(plural: str, workload: Mapping[str, Any], api: Api) -> None:
     """Remove a pending label whose marks are gone (removed by hand)."""
     metadata = workload.get("metadata") or {}
-    patch = decisions.label_repair(metadata)
+    patch = timer_admission.label_repair(metadata)
     if patch is None:
         return
     try:

@@ -3,7 +3,7 @@
 Every input comes from the cluster, so an operator restart loses and repeats nothing:
 a restart is in flight while the workload's ``restarter.io/restart-ts`` is recent (less
 than the rollout timeout ago) and its rollout is not complete by the rules of ``kubectl
-rollout status`` (``rollouts.progress``); restarts started in the last minute are the
+rollout status`` (``kinds.progress``); restarts started in the last minute are the
 restart-ts values of the last 60 s. The watch streams of the reference map feed every
 workload body they see to ``observe``. The queue of due workloads is rebuilt by the timers
 within one tick: each due workload asks ``try_start`` on its tick; the earliest due go
@@ -20,10 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from restarter.model import keys
+from restarter.model.kinds import progress
 from restarter.model.limits import MINUTE, Limits, free_starts
-from restarter.model.progress import Progress, progress
+from restarter.model.progress import Progress
 from restarter.model.references import WorkloadKey, workload_key
+from restarter.model.restart_decisions import last_restart_seconds
 
 
 @dataclass(frozen=True)
@@ -34,15 +35,6 @@ class Stalled:
     uid: str
     restarted_at: float
     reason: str
-
-
-def restart_ts(body: Mapping[str, Any], now: float) -> int | None:
-    """restarter's last restart of the workload; None for a value more than a minute
-    ahead, which restarter did not write (it writes its own now)."""
-    seconds = keys.epoch_seconds(
-        ((body.get("metadata") or {}).get("annotations") or {}).get(keys.RESTART_TS)
-    )
-    return seconds if seconds is not None and seconds <= now + MINUTE else None
 
 
 def uid_of(body: Mapping[str, Any]) -> str:
@@ -70,7 +62,7 @@ class Pacer:
     def observe(self, plural: str, body: Mapping[str, Any], now: float) -> None:
         """A workload as listed or watched."""
         key = workload_key(plural, body)
-        restarted = restart_ts(body, now)
+        restarted = last_restart_seconds((body.get("metadata") or {}).get("annotations"), now)
         state = progress(plural, body)
         with self._lock:
             known = self._in_flight.get(key)

@@ -11,19 +11,24 @@ import secrets
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, MutableMapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, as_completed, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from restarter.cluster.reference_map import ReferenceMap
-from restarter.model import checksums, decisions, keys, reasons, windows
-from restarter.model.decisions import Change
-from restarter.model.references import (
-    SOURCE_KINDS,
-    WORKLOAD_KINDS,
-    KeyNames,
-    api_version,
+from restarter.model import (
+    checksums,
+    keys,
+    reasons,
+    restart_decisions,
+    source_changes,
+    stamps,
+    windows,
 )
+from restarter.model.fan_out import FanOut, plan_fan_out
+from restarter.model.kinds import WORKLOAD_KINDS, api_version
+from restarter.model.references import SOURCE_KINDS
 from restarter.model.schedule import ScheduleError, next_restart, parse_zone
+from restarter.model.source_changes import Change
 from restarter.services import metrics
 from restarter.services.events import QUEUED, Direct, EventPath
 from restarter.services.kube import Api
@@ -60,7 +65,7 @@ class SourceTurns:
                 self._locks[key] = (lock, waiting - 1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SourceContext:
     """What every step of one source event needs; the source's handler makes one per event.
 
@@ -196,7 +201,7 @@ def begin_change(
     Warning, and stamping goes on: the restarts matter more than the id that keeps a
     fan-out resumed after a crash from restarting a dependent twice."""
     metadata = source["metadata"]
-    patch = decisions.begin_change_patch(change_id, current)
+    patch = source_changes.begin_change_patch(change_id, current)
     try:
         context.api.patch_source(context.kind, metadata["namespace"], metadata["name"], patch)
     except Exception as error:
@@ -215,7 +220,7 @@ def record(
     source: Mapping[str, Any],
     change: Change,
     current: str,
-    key_change: decisions.KeyChange,
+    key_change: source_changes.KeyChange,
 ) -> str | None:
     """Record the checksum, with the most precise key digests that fit, on the source; what
     was recorded, or None when the API refused even the checksum alone.
@@ -231,7 +236,7 @@ def record(
     what, digests = SOURCE_KINDS[kind], key_change.record
     every = f"every workload that uses this {what} restarts on its next data change"
     try:
-        patch = decisions.checksum_patch(current, digests, drop_digests=True)
+        patch = source_changes.checksum_patch(current, digests, drop_digests=True)
         api.patch_source(kind, namespace, name, patch)
     except Exception as error:
         sent = "the checksum" if digests is None else "the checksum and key digests"
@@ -244,7 +249,7 @@ def record(
             )
             return None
         # The digests may be what was refused: the checksum alone still records the change.
-        alone = decisions.checksum_patch(current, None, drop_digests=True)
+        alone = source_changes.checksum_patch(current, None, drop_digests=True)
         try:
             api.patch_source(kind, namespace, name, alone)
         except Exception as again:
@@ -263,12 +268,12 @@ def record(
         )
         return "the checksum only"
     if digests is None:
-        needs = decisions.bucket_annotation_bytes(current)
+        needs = source_changes.bucket_annotation_bytes(current)
         context.events.post(
             source,
             reason=reasons.KEY_DIGESTS_NOT_RECORDED,
             message=f"this {what}'s other annotations leave {max(0, key_change.room)} bytes "
-            f"of the {decisions.ANNOTATIONS_LIMIT} the API allows for all annotations of an "
+            f"of the {source_changes.ANNOTATIONS_LIMIT} the API allows for all annotations of an "
             f"object, less than restarter's key digests need ({needs}); recorded the "
             f"checksum only: {every}, whichever keys it reads",
         )
@@ -312,7 +317,8 @@ async def check_source(context: SourceContext, source: Mapping[str, Any]) -> Non
 
 
 async def _check_source(context: SourceContext, source: Mapping[str, Any]) -> None:
-    if already_seen(context, source):
+    classified = unseen_change(context, source)
+    if classified is None:
         return  # the common case at start-up: no thread hop, no body held for long
     metadata = source["metadata"]
     namespace, name = metadata["namespace"], metadata["name"]
@@ -321,7 +327,7 @@ async def _check_source(context: SourceContext, source: Mapping[str, Any]) -> No
         now = dt.datetime.now(dt.UTC)
         # The flow blocks on API calls: a thread, with this handler's context (kopf's
         # Event posting needs it).
-        if await asyncio.to_thread(reconcile_source, context, source, now):
+        if await asyncio.to_thread(reconcile_source, context, source, now, classified):
             return
         # A refused stamp: try again, from the source as it is then, until it lands.
         await asyncio.sleep(delay)
@@ -329,25 +335,27 @@ async def _check_source(context: SourceContext, source: Mapping[str, Any]) -> No
         fresh = await asyncio.to_thread(context.api.read_source, context.kind, namespace, name)
         if fresh is None or not context.watched(fresh):
             return  # deleted, or unlabelled and unwanted meanwhile: nothing to restart for
-        if already_seen(context, fresh):
+        classified = unseen_change(context, fresh)
+        if classified is None:
             return
         source = fresh
 
 
-def already_seen(context: SourceContext, source: Mapping[str, Any]) -> bool:
-    """True (and remembered) when the source's data matches its recorded checksum and
-    per-key digests."""
+def unseen_change(context: SourceContext, source: Mapping[str, Any]) -> tuple[Change, str] | None:
+    """The source's classification and checksum (``source_changes.classify``), for the
+    flow to act on; None (and remembered) when its data matches its recorded checksum and
+    per-key digests. The body is classified once: the flow takes this one."""
     seen = context.checksums
     metadata = source["metadata"]
     key = (context.kind, metadata["namespace"], metadata["name"])
-    change, current = decisions.classify(source, seen.get(key))
+    change, current = source_changes.classify(source, seen.get(key))
     # seen holds a checksum only once it is recorded on the source: a body older than
     # that record (an event of our own change annotation) is not a new change.
-    recorded = change is Change.UNCHANGED and decisions.key_digests_current(source, current)
+    recorded = change is Change.UNCHANGED and source_changes.key_digests_current(source, current)
     if recorded or seen.get(key) == current:
         seen[key] = current
-        return True
-    return False
+        return None
+    return change, current
 
 
 def _reference(workload: Mapping[str, Any], token: str) -> dict[str, Any]:
@@ -356,7 +364,7 @@ def _reference(workload: Mapping[str, Any], token: str) -> dict[str, Any]:
     metadata = workload.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
     kept: dict[str, str] = {}
-    if (done := decisions.restarted_for(annotations).get(token)) is not None:
+    if (done := stamps.restarted_for(annotations).get(token)) is not None:
         kept[keys.RESTARTED_FOR] = json.dumps({token: done})
     if (restarted := annotations.get(keys.RESTART_TS)) is not None:
         kept[keys.RESTART_TS] = restarted
@@ -414,24 +422,29 @@ def _bounded(call: Callable[[T], R], items: list[T], limit: int) -> Iterator[tup
             yield running.pop(future), future.result()
 
 
-def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.datetime) -> bool:
+def reconcile_source(
+    context: SourceContext,
+    source: Mapping[str, Any],
+    now: dt.datetime,
+    classified: tuple[Change, str] | None = None,
+) -> bool:
     """Stamp every dependent that reads a changed key first, record the checksum (and the
-    per-key digests) second: a crash repeats, never loses.
+    per-key digests) second: a crash repeats, never loses. ``classified``: the source's
+    change and checksum, when the caller has classified the body already.
 
     False when a stamp failed: the checksum is not recorded and the caller tries again.
     """
-    kind, api, logger, seen = context.kind, context.api, context.logger, context.checksums
-    settings = context.settings
+    kind, logger, seen = context.kind, context.logger, context.checksums
     metadata = source["metadata"]
     namespace, name = metadata["namespace"], metadata["name"]
-    what = f"{SOURCE_KINDS[kind]} {name}"
-    change, current = decisions.classify(source, seen.get((kind, namespace, name)))
+    change, current = classified or source_changes.classify(
+        source, seen.get((kind, namespace, name))
+    )
     # The digests of the data now, and the keys changed since those recorded: the same
     # for a fan-out repeated after a crash (the recorded ones change only at its end).
-    key_change = decisions.key_change(
+    key_change = source_changes.key_change(
         source, current, checksums.new_salt(secrets.token_bytes(checksums.SALT_BYTES))
     )
-    changed = key_change.changed
 
     def record_checksum() -> str | None:
         recorded = record(context, source, change, current, key_change)
@@ -443,74 +456,101 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
         # The checksum was recorded alone (its digests had no room, or were refused): the
         # data is as it was then, so nothing restarts; digests recorded now let the next
         # change name its keys.
-        recorded = None if decisions.key_digests_current(source, current) else record_checksum()
+        recorded = (
+            None if source_changes.key_digests_current(source, current) else record_checksum()
+        )
         if recorded:
             logger.info(f"unchanged data: recorded {recorded}; nothing restarts")
         seen[kind, namespace, name] = current
         return True
     labelled = keys.RESTART_AT_LABEL in (metadata.get("labels") or {})
-    request: windows.WindowRequest | None = None
-    if labelled:
-        try:
-            request = windows.from_source(
-                metadata, settings.timezone, settings.window_length, settings.min_window_length
-            )
-        except ScheduleError as error:
-            # Workloads that opted in still restart in their own windows.
-            message = f"{error}; no restart is scheduled by this label"
-            logger.warning(message)
-            metrics.INVALID_WINDOWS.labels(SOURCE_KINDS[kind]).inc()
-            context.events.post(source, reason=reasons.INVALID_WINDOW, message=message)
-    asked = f"in window {request.describe()}" if request else "for the workloads that opted in"
+    request = _label_window(context, source) if labelled else None
     if change is Change.BASELINE:
+        asked = f"in window {request.describe()}" if request else "for the workloads that opted in"
         if recorded := record_checksum():
             logger.info(f"first sight: recorded {recorded}; restarts follow data changes {asked}")
         return True
 
-    # Only the workloads that read a changed key (all of them when which keys changed is
-    # unknown), each with the changed keys it reads, in its own window when it opted in
-    # for this source (the workload's window wins), else in the source's.
+    changed = key_change.changed
     readers = context.reference_map.targets(namespace, kind, name, changed, metadata)
-    requests: dict[tuple[str, str], windows.WindowRequest] = {}
-    for target in readers:
-        if target.optin is not None:
-            try:
-                requests[target.plural, target.name] = windows.from_workload(
-                    target.optin.window_annotations(),
-                    settings.timezone,
-                    settings.window_length,
-                    settings.min_window_length,
-                    settings.reloader_window,
-                )
-            except ScheduleError as error:
-                _invalid_workload_window(context, target.plural, namespace, target.name, error)
-        elif request is not None:
-            requests[target.plural, target.name] = request
-    seen_keys = {
-        (target.plural, target.name): target.keys
-        for target in readers
-        if (target.plural, target.name) in requests
-    }
-    targets = sorted(seen_keys)
-    not_asked = len(readers) - len(targets)
-    unaffected = max(0, len(context.reference_map.dependents(namespace, kind, name)) - len(readers))
-    what_changed = describe_keys(changed)
-
     # The change gets an id before the first stamp, kept on the source until the checksum
     # is recorded: a fan-out repeated after a crash stamps under the same id, and a
     # dependent that already restarted for it clears that mark instead of restarting.
-    change_id, begin = decisions.change_id(metadata, current)
-    if begin and targets:
+    change_id, begin = source_changes.change_id(metadata, current)
+    plan = plan_fan_out(
+        kind=kind,
+        name=name,
+        readers=readers,
+        source_window=request,
+        settings=context.settings,
+        change_id=change_id,
+        now=now,
+    )
+    for unreadable in plan.unreadable:
+        _invalid_workload_window(
+            context, unreadable.plural, namespace, unreadable.name, unreadable.error
+        )
+    if begin and plan.targets:
         begin_change(context, source, change_id, current)
+    outcome = send_stamps(context, source, plan, change_id, now)
+    if outcome.failed:
+        # The checksum stays unrecorded and the caller stamps again; the stamps that
+        # succeeded are idempotent, and a dependent restarted meanwhile drops the mark.
+        message = f"could not schedule the restart of {outcome.failed}; will retry"
+        context.events.post(source, reason=reasons.STAMP_FAILED, message=message)
+        return False
+    if labelled and request is None:
+        # The label's own dependents wait for a window restarter can read: the change stays
+        # unrecorded, so the corrected label schedules them.
+        return True
+    record_checksum()
+    unaffected = max(0, len(context.reference_map.dependents(namespace, kind, name)) - len(readers))
+    report_change(context, source, changed, request, plan, outcome, unaffected, now)
+    return True
 
-    # One patch per distinct set of keys read and window: most dependents share one.
-    def patch_key(dependent: tuple[str, str]) -> tuple[KeyNames, windows.WindowRequest]:
-        return seen_keys[dependent], requests[dependent]
 
-    patches = {
-        (read, request): decisions.stamp_patch(kind, name, now, request, change_id, read)
-        for read, request in {patch_key(dependent) for dependent in targets}
-    }
+def _label_window(
+    context: SourceContext, source: Mapping[str, Any]
+) -> windows.WindowRequest | None:
+    """The window of a labelled source; None (with a Warning) when it cannot be read."""
+    settings = context.settings
+    try:
+        return windows.from_source(
+            source["metadata"],
+            settings.timezone,
+            settings.window_length,
+            settings.min_window_length,
+        )
+    except ScheduleError as error:
+        # Workloads that opted in still restart in their own windows.
+        message = f"{error}; no restart is scheduled by this label"
+        context.logger.warning(message)
+        metrics.INVALID_WINDOWS.labels(SOURCE_KINDS[context.kind]).inc()
+        context.events.post(source, reason=reasons.INVALID_WINDOW, message=message)
+        return None
+
+
+@dataclass
+class StampOutcome:
+    """What became of one change's stamps, counted and named (``Names``)."""
+
+    stamped: Names = field(default_factory=lambda: Names())
+    failed: Names = field(default_factory=lambda: Names())
+    done_before: Names = field(default_factory=lambda: Names())
+
+
+def send_stamps(
+    context: SourceContext,
+    source: Mapping[str, Any],
+    plan: FanOut,
+    change_id: str,
+    now: dt.datetime,
+) -> StampOutcome:
+    """Stamp every dependent of the plan, each posting its RestartScheduled Event."""
+    kind, api, logger = context.kind, context.api, context.logger
+    metadata = source["metadata"]
+    namespace, name = metadata["namespace"], metadata["name"]
+    what = f"{SOURCE_KINDS[kind]} {name}"
     token = keys.source_token(kind, name)
     # The stamping threads post their Events themselves, one request each beside the
     # stamp: nothing queues up behind a fan-out to thousands (kopf's queue is unbounded).
@@ -522,7 +562,7 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
         plural, workload_name = dependent
         try:
             stamped = api.patch_workload(
-                plural, namespace, workload_name, patches[patch_key(dependent)]
+                plural, namespace, workload_name, plan.patch_for(dependent)
             )
         except Exception as error:  # one refused patch must not stop the others
             return error
@@ -530,16 +570,17 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
             return None  # deleted since the reference map saw it
         reference = _reference(stamped, token)
         annotations = reference["metadata"]["annotations"]
-        if decisions.restarted_for(annotations).get(token) == change_id:
+        if stamps.restarted_for(annotations).get(token) == change_id:
             return DONE_BEFORE  # its timer clears the mark; nothing restarts
         metrics.STAMPED.labels(WORKLOAD_KINDS[plural]).inc()
-        asked_for = requests[dependent]
-        when = next_restart(asked_for.window(), now, decisions.last_restart(annotations, now))
+        asked_for = plan.requests[dependent]
+        last = restart_decisions.last_restart(annotations, now)
+        when = next_restart(asked_for.window(), now, last)
         try:
             direct.post(
                 reference,
                 reason=reasons.RESTART_SCHEDULED,
-                message=f"{what} changed ({describe_keys(seen_keys[dependent])}); restart "
+                message=f"{what} changed ({describe_keys(plan.reads[dependent])}); restart "
                 f"scheduled in window {asked_for.describe()}{ORIGIN_NOTES[asked_for.origin]} "
                 f"(next restart {_when(when, asked_for.timezone)})",
             )
@@ -550,31 +591,36 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
     # At most STAMP_CONCURRENCY stamps in flight, and no more queued: a fan-out holds
     # what its requests in flight hold, whatever the number of dependents. All of them
     # are answered before the checksum is recorded.
-    stamped, failed, done_before = Names(), Names(), Names()
-    for (plural, dependent), outcome in _bounded(stamp, targets, STAMP_CONCURRENCY):
+    outcome = StampOutcome()
+    for (plural, dependent), result in _bounded(stamp, plan.targets, STAMP_CONCURRENCY):
         label = f"{WORKLOAD_KINDS[plural]} {dependent}"
-        if isinstance(outcome, Exception):
+        if isinstance(result, Exception):
             # Logs stay in this thread: kopf's logger posts through the handler's context.
-            logger.error(f"could not stamp {label}: {type(outcome).__name__}")
-            failed.add(label)
-        elif outcome == DONE_BEFORE:
-            done_before.add(label)
-        elif outcome is not None:
-            if outcome == EVENT_LOST:
+            logger.error(f"could not stamp {label}: {type(result).__name__}")
+            outcome.failed.add(label)
+        elif result == DONE_BEFORE:
+            outcome.done_before.add(label)
+        elif result is not None:
+            if result == EVENT_LOST:
                 logger.warning(f"stamped {label}; its RestartScheduled Event was not posted")
-            stamped.add(label)
-    if failed:
-        # The checksum stays unrecorded and the caller stamps again; the stamps that
-        # succeeded are idempotent, and a dependent restarted meanwhile drops the mark.
-        message = f"could not schedule the restart of {failed}; will retry"
-        context.events.post(source, reason=reasons.STAMP_FAILED, message=message)
-        return False
-    if labelled and request is None:
-        # The label's own dependents wait for a window restarter can read: the change stays
-        # unrecorded, so the corrected label schedules them.
-        return True
-    record_checksum()
-    metrics.CHANGES.labels(SOURCE_KINDS[kind]).inc()
+            outcome.stamped.add(label)
+    return outcome
+
+
+def report_change(
+    context: SourceContext,
+    source: Mapping[str, Any],
+    changed: checksums.ChangedKeys,
+    request: windows.WindowRequest | None,
+    plan: FanOut,
+    outcome: StampOutcome,
+    unaffected: int,
+    now: dt.datetime,
+) -> None:
+    """The change's count, log line and ChangeDetected Event, once every stamp landed."""
+    stamped, done_before = outcome.stamped, outcome.done_before
+    not_asked, what_changed = plan.not_asked, describe_keys(changed)
+    metrics.CHANGES.labels(SOURCE_KINDS[context.kind]).inc()
     message = (
         f"data changed ({what_changed}); {len(stamped)} dependent workload(s) scheduled for "
         + (
@@ -592,6 +638,5 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
             else ""
         )
     )
-    logger.info(message)
+    context.logger.info(message)
     context.events.post(source, reason=reasons.CHANGE_DETECTED, message=message)
-    return True

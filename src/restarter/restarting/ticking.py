@@ -7,44 +7,73 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Mapping, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from restarter.cluster.seen_marks import SeenMarks
-from restarter.model import decisions, keys, reasons
-from restarter.model.decisions import Action
-from restarter.model.references import WORKLOAD_KINDS, WorkloadKey, workload_key
+from restarter.model import keys, reasons, restart_decisions, stamps, timer_admission
+from restarter.model.kinds import KINDS, WORKLOAD_KINDS
+from restarter.model.references import WorkloadKey, workload_key
 from restarter.model.resource_versions import compare_versions
+from restarter.model.restart_decisions import Action
 from restarter.restarting import pacing
 from restarter.services import events, metrics
 from restarter.services.kube import Api, Conflict
 from restarter.services.settings import Settings
 
-#: Memo key of a timer whose workload this operator has restarted (or cleared): marks,
-#: label and finalizer are gone, so kopf's label-selected watch reports it DELETED, with
-#: the body as it was *before* the patch but the new resourceVersion. That body looks
-#: pending: its ticks would read the workload each interval for nothing (what is sent is
-#: decided on a fresh read, see ``_act``), and it would keep kopf's timer running.
-#: The key holds the resourceVersions of the release (the body the tick read, the one
-#: read fresh and, when a patch was sent, its result; the newest last): a body at that
-#: version or older is released, and the timer's filter and its ticks skip it (kopf
-#: stops a timer whose filter fails on an event it processes; a timer whose DELETED
-#: echo came before the release, as after a lost answer, ticks on, doing nothing).
-#: A newer body is decided again: kopf keeps an object's memo until it sees the DELETED
-#: event, and when its watch was reconnecting meanwhile it never does, so the same memo
-#: meets the workload stamped again (a change repeated after a failure), which must be
-#: cleared, not skipped forever.
-RELEASED = "released"
+
+@dataclass
+class TimerMemo:
+    """What a workload's timer remembers between its ticks, in kopf's memo of the object.
+
+    kopf keeps its memos in memory only (an operator restart starts them afresh), so this
+    has no stored form to read back from an earlier version.
+    """
+
+    settled: tuple[str, ...] = ()
+    """The resourceVersions at which this operator restarted or cleared the workload (the
+    body the tick read, the one read fresh and, when a patch was sent, its result; the
+    newest last). Marks, label and finalizer are then gone, so kopf's label-selected
+    watch reports it DELETED with the body as it was *before* the patch but the new
+    resourceVersion: an echo that looks pending. A body at a settled version or older
+    is skipped by the timer's filter and its ticks (kopf stops a timer whose filter
+    fails). A newer body is decided again: kopf keeps a memo until it sees the DELETED
+    event, which a reconnecting watch may never show, so the same memo meets the
+    workload stamped again, and that must be cleared, not skipped forever."""
+
+    reported_problems: set[str] = field(default_factory=set)
+    """Marks it cannot read, already reported (once per operator run)."""
+
+    reported_paused: bool = False
+    """A paused Deployment's deferral, already reported."""
+
+    refused: tuple[dt.datetime, str] | None = None
+    """Pacing refused a slot in an open window: when the window closes, and why."""
 
 
-def release(memo: MutableMapping[str, Any], *bodies: Mapping[str, Any]) -> None:
+#: The key of the ``TimerMemo`` in kopf's memo of a workload.
+MEMO_KEY = "timer"
+
+
+def timer_memo(memo: MutableMapping[str, Any]) -> TimerMemo:
+    """The ``TimerMemo`` in kopf's memo of a workload, made on first use."""
+    found = memo.get(MEMO_KEY)
+    if not isinstance(found, TimerMemo):
+        found = memo[MEMO_KEY] = TimerMemo()
+    return found
+
+
+def settle(memo: MutableMapping[str, Any], *bodies: Mapping[str, Any]) -> None:
     """Remember the versions of a restart or clear this timer sent, its result last."""
-    memo[RELEASED] = tuple(str(body["metadata"].get("resourceVersion")) for body in bodies)
+    settled = tuple(str(body["metadata"].get("resourceVersion")) for body in bodies)
+    timer_memo(memo).settled = settled
 
 
-def released(memo: Mapping[str, Any], metadata: Mapping[str, Any]) -> bool:
-    """True when the body of ``metadata`` is no newer than the release (see ``RELEASED``)."""
-    versions = memo.get(RELEASED)
+def settled(memo: Mapping[str, Any], metadata: Mapping[str, Any]) -> bool:
+    """True when the body of ``metadata`` is no newer than the versions this timer
+    settled the workload at (``TimerMemo.settled``)."""
+    found = memo.get(MEMO_KEY)
+    versions = found.settled if isinstance(found, TimerMemo) else ()
     version = metadata.get("resourceVersion")
     if not versions or version is None:
         return False
@@ -57,8 +86,8 @@ def timer_wanted(
     metadata: Mapping[str, Any],
     memo: Mapping[str, Any],
 ) -> bool:
-    """The timer's filter: the body carries pending marks and is not one it released."""
-    return decisions.has_pending(annotations) and not released(memo, metadata)
+    """The timer's filter: the body carries pending marks and is not one it settled."""
+    return stamps.has_pending(annotations) and not settled(memo, metadata)
 
 
 #: Decisions whose patch drops the marks without restarting.
@@ -68,7 +97,7 @@ CLEARING = (Action.OPTED_OUT, Action.SATISFIED)
 PACING_POLL = 0.5
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TimerContext:
     """What every step of one tick needs; the timer's handler makes one per tick.
 
@@ -89,8 +118,7 @@ class TimerContext:
     """The marks restarter's own streams saw: a tick's body they vouch for is not read again."""
 
     memo: MutableMapping[str, Any]
-    """kopf's memory of this workload: the release (``RELEASED``), the window waited for,
-    why pacing refused a slot, the problems and the pause already reported."""
+    """kopf's memory of this workload; restarter's part of it is ``state``."""
 
     logger: logging.Logger | logging.LoggerAdapter[Any]
     """kopf's logger of this workload."""
@@ -99,33 +127,38 @@ class TimerContext:
     def kind(self) -> str:
         return WORKLOAD_KINDS[self.plural]
 
+    @property
+    def state(self) -> TimerMemo:
+        """What this timer remembers between ticks (``TimerMemo``)."""
+        return timer_memo(self.memo)
+
 
 def _decide(
     timer: TimerContext, workload: Mapping[str, Any], now: dt.datetime
-) -> decisions.RestartDecision | None:
+) -> restart_decisions.RestartDecision | None:
     """The decision of one tick, with what it reports; None when nothing is to be sent."""
-    memo, logger = timer.memo, timer.logger
+    memo, logger = timer.state, timer.logger
     metadata = workload["metadata"]
-    if released(memo, metadata):
+    if settled(timer.memo, metadata):
         return None
-    decision = decisions.decide_restart(workload, timer.settings, now)
+    decision = restart_decisions.decide_restart(workload, timer.settings, now)
     if decision.action is not Action.RESTART:
         timer.pacer.withdraw(workload_key(timer.plural, workload))
         _report_deferral(timer, workload, decision, now)
-    reported = memo.setdefault("reported_problems", set())
+    reported = memo.reported_problems
     for problem in decision.problems:
         if problem not in reported:
             reported.add(problem)
             logger.warning(f"ignoring pending mark {problem}")
             events.QUEUED.post(workload, reason=reasons.INVALID_PENDING_MARK, message=problem)
     if decision.action is Action.PAUSED:
-        if not memo.get("reported_paused"):
-            memo["reported_paused"] = True
+        if not memo.reported_paused:
+            memo.reported_paused = True
             message = f"restart due but the {timer.kind} is paused; it stays pending until resumed"
             logger.info(message)
             events.QUEUED.post(workload, reason=reasons.RESTART_DEFERRED, message=message)
         return None
-    memo.pop("reported_paused", None)
+    memo.reported_paused = False
     if decision.action in (Action.RESTART, Action.WAIT, *CLEARING):
         return decision
     return None
@@ -134,14 +167,14 @@ def _decide(
 def _report_deferral(
     timer: TimerContext,
     workload: Mapping[str, Any],
-    decision: decisions.RestartDecision,
+    decision: restart_decisions.RestartDecision,
     now: dt.datetime,
 ) -> None:
     """A window closed while pacing held the restart back: say so once, and why."""
-    refused = timer.memo.get("refused")
+    refused = timer.state.refused
     if not refused or now < refused[0]:
         return
-    del timer.memo["refused"]
+    timer.state.refused = None
     if decision.action is not Action.WAIT:
         return
     upcoming = (
@@ -193,7 +226,9 @@ async def restart_when_due(timer: TimerContext, workload: Mapping[str, Any]) -> 
             timer.pacer.started(key, pacing.uid_of(restarted), float(int(now.timestamp())))
 
 
-async def _slot(timer: TimerContext, key: WorkloadKey, decision: decisions.RestartDecision) -> bool:
+async def _slot(
+    timer: TimerContext, key: WorkloadKey, decision: restart_decisions.RestartDecision
+) -> bool:
     """True when the pacer lets this restart start; False after one interval, or when
     its window closes, remembering why for the deferral notice."""
     assert decision.due is not None
@@ -202,14 +237,14 @@ async def _slot(timer: TimerContext, key: WorkloadKey, decision: decisions.Resta
     while (why := timer.pacer.try_start(key, due, time.time())) is not None:
         now = dt.datetime.now(dt.UTC)
         if decision.closes is not None:
-            timer.memo["refused"] = (decision.closes, why)
+            timer.state.refused = (decision.closes, why)
             if now >= decision.closes:
                 timer.pacer.withdraw(key)
                 return False
         if time.monotonic() >= give_up:
             return False  # the next tick asks again, keeping its place by due time
         await asyncio.sleep(PACING_POLL)
-    timer.memo.pop("refused", None)
+    timer.state.refused = None
     return True
 
 
@@ -240,18 +275,18 @@ def _act(
         if fresh is None:
             return None
         annotations = fresh["metadata"].get("annotations")
-        if not decisions.has_pending(annotations):
-            release(memo, ticked, fresh)
-            restarted = decisions.restart_for_marks(metadata.get("annotations"), annotations)
+        if not stamps.has_pending(annotations):
+            settle(memo, ticked, fresh)
+            restarted = stamps.restart_for_marks(metadata.get("annotations"), annotations)
             if restarted is not None:
                 # An earlier try of this tick restarted it; its answer was lost.
-                marks = decisions.pending_marks(metadata.get("annotations"))
+                marks = stamps.pending_marks(metadata.get("annotations"))
                 at = dt.datetime.fromtimestamp(restarted, dt.UTC)
                 _report_restart(timer, ticked, fresh, tuple(m.token for m in marks), at)
                 return fresh
             timer.logger.info("no pending mark any more (cleared meanwhile); nothing sent")
             return None
-        decision = decisions.decide_restart(fresh, timer.settings, now)
+        decision = restart_decisions.decide_restart(fresh, timer.settings, now)
         restart = decision.action is Action.RESTART
         if not ((restart and may_restart) or decision.action in CLEARING):
             return None  # the next tick decides on what changed
@@ -261,7 +296,7 @@ def _act(
             continue
         if sent is None:
             return None
-        release(memo, ticked, fresh, sent)
+        settle(memo, ticked, fresh, sent)
         if not restart:
             _report_clear(timer, sent, decision)
             return None
@@ -277,7 +312,7 @@ def _hand_back(timer: TimerContext, workload: Mapping[str, Any]) -> None:
     table for its window, as after a stamp. A workload changed meanwhile is decided again
     on its next tick."""
     metadata = workload["metadata"]
-    patch = decisions.hand_back_patch(metadata, rollout=decisions.is_rollout(workload))
+    patch = timer_admission.hand_back_patch(metadata, KINDS[timer.plural])
     try:
         timer.api.patch_workload(timer.plural, metadata["namespace"], metadata["name"], patch)
     except Conflict:
@@ -296,7 +331,7 @@ def _report_restart(
     metrics.RESTARTS.labels(timer.kind, "restarted").inc()
     stamped = [
         mark.since
-        for mark in decisions.pending_marks(marked["metadata"].get("annotations") or {})
+        for mark in stamps.pending_marks(marked["metadata"].get("annotations") or {})
         if mark.since is not None
     ]
     if stamped:
@@ -310,7 +345,7 @@ def _report_restart(
 
 
 def _report_clear(
-    timer: TimerContext, cleared: Mapping[str, Any], decision: decisions.RestartDecision
+    timer: TimerContext, cleared: Mapping[str, Any], decision: restart_decisions.RestartDecision
 ) -> None:
     """Opted out while pending, or pending only for changes already restarted for: the
     marks were dropped, nothing restarted."""

@@ -20,19 +20,14 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from restarter.model import bodies
-from restarter.model.references import (
-    CLIENT_STEMS,
-    ROLLOUTS,
-    WORKLOAD_APIS,
-    WORKLOAD_KINDS,
-)
+from restarter.model.kinds import KINDS, WORKLOAD_KINDS
 from restarter.services import metrics
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 #: The apps/v1 workloads are built-in types: a strategic merge patch can add to and remove
 #: from ``metadata.finalizers`` without replacing the list (a JSON merge patch cannot).
-#: Custom resources (Rollouts) take only JSON merge patches (model/decisions.py sends them
+#: Custom resources (Rollouts) take only JSON merge patches (model/restart_decisions.py sends them
 #: the whole list, conditional on the resourceVersion read).
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 RETRIABLE = frozenset({429, 500, 502, 503, 504})
@@ -349,21 +344,11 @@ class Api:
     def patch_workload(
         self, plural: str, namespace: str, name: str, patch: dict[str, Any]
     ) -> dict[str, Any] | None:
-        """Strategic-merge-patch a Deployment, StatefulSet or DaemonSet, merge-patch a
-        Rollout (by resource plural)."""
-        if plural == ROLLOUTS:
-            group, version = WORKLOAD_APIS[plural]
-
-            def custom(name: str, namespace: str, body: Any, **options: Any) -> Any:
-                return self._custom.patch_namespaced_custom_object(
-                    group, version, namespace, plural, name, body, **options
-                )
-
-            return self._patch(custom, namespace, name, patch, MERGE_PATCH, bodies.decode_object)
-        method = getattr(self._apps, f"patch_namespaced_{CLIENT_STEMS[plural]}")
-        return self._patch(
-            method, namespace, name, patch, STRATEGIC_MERGE_PATCH, bodies.decode_object
-        )
+        """Patch a workload (by resource plural): a strategic merge patch where its kind
+        merges finalizers as a set, else a JSON merge patch (a custom resource)."""
+        content_type = STRATEGIC_MERGE_PATCH if KINDS[plural].merges_finalizers else MERGE_PATCH
+        method = self._workload_method("patch", plural)
+        return self._patch(method, namespace, name, patch, content_type, bodies.decode_object)
 
     def create_event(self, obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
         """An Event about an object (its apiVersion, kind and metadata), shown by
@@ -410,26 +395,18 @@ class Api:
 
     def read_workload(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         """A Deployment, StatefulSet, DaemonSet or Rollout as it is now, or None if gone."""
-        if plural == ROLLOUTS:
-            group, version = WORKLOAD_APIS[plural]
-
-            def custom(name: str, namespace: str, **options: Any) -> Any:
-                return self._custom.get_namespaced_custom_object(
-                    group, version, namespace, plural, name, **options
-                )
-
-            return self._read(custom, namespace, name, bodies.decode_object)
-        method = getattr(self._apps, f"read_namespaced_{CLIENT_STEMS[plural]}")
-        return self._read(method, namespace, name, bodies.decode_object)
+        return self._read(
+            self._workload_method("read", plural), namespace, name, bodies.decode_object
+        )
 
     def served(self, plural: str) -> bool:
         """True when the API server serves the kind (its group version's discovery lists
         it): how restarter notices that the Rollout CRD was installed. Discovery needs no
         RBAC rule of its own."""
-        group, version = WORKLOAD_APIS[plural]
+        kind = KINDS[plural]
 
         def discovery(_name: str, _namespace: str, **options: Any) -> Any:
-            return self._custom.get_api_resources(group, version, **options)
+            return self._custom.get_api_resources(kind.group, kind.version, **options)
 
         found = self._read(discovery, "", "")
         return found is not None and any(
@@ -502,49 +479,15 @@ class Api:
     ) -> dict[str, Any]:
         """One page of a workload kind's list as metadata only (PartialObjectMetadataList),
         decoded to the fields read: never the client's model objects."""
-        options = _page_options(continue_token, limit)
-        lister = self._lister(plural, namespace)
-        response = retrying_timed(
-            lambda timeout: lister(
-                **options, _headers=METADATA_LIST, _request_timeout=timeout, _preload_content=False
-            ),
-            "list",
-        )
-        return self._plain(response)
+        return self._metadata_page(self._lister(plural, namespace), continue_token, limit)
 
     def json_patch_workload(
         self, plural: str, namespace: str, name: str, operations: list[dict[str, Any]]
     ) -> bool:
         """Apply a JSON patch (RFC 6902) to a workload: False when it is gone; ``Conflict``
         when one of its ``test`` operations failed (the object changed since it was read)."""
-        if plural == ROLLOUTS:
-            group, version = WORKLOAD_APIS[plural]
-
-            def method(name: str, namespace: str, body: Any, **options: Any) -> Any:
-                return self._custom.patch_namespaced_custom_object(
-                    group, version, namespace, plural, name, body, **options
-                )
-        else:
-            method = getattr(self._apps, f"patch_namespaced_{CLIENT_STEMS[plural]}")
-        try:
-            retrying_timed(
-                lambda timeout: method(
-                    name,
-                    namespace,
-                    operations,
-                    _content_type=JSON_PATCH,
-                    _request_timeout=timeout,
-                    _preload_content=False,
-                ),
-                "patch",
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return False
-            if error.status == 422:  # a test operation failed: changed since it was read
-                raise Conflict(f"{namespace}/{name} changed since it was read") from None
-            raise
-        return True
+        method = self._workload_method("patch", plural)
+        return self._patch(method, namespace, name, operations, JSON_PATCH, _discard) is not None
 
     def scale_deployment(self, namespace: str, name: str, replicas: int) -> str | None:
         """Scale a Deployment; its pods' label selector, or None when it does not exist."""
@@ -621,8 +564,13 @@ class Api:
     ) -> dict[str, Any]:
         """One page of a consistent list of Secrets or ConfigMaps, metadata only (names,
         labels, annotations, resourceVersion: never data)."""
+        return self._metadata_page(self._source_lister(kind, namespace), continue_token, limit)
+
+    def _metadata_page(
+        self, lister: Callable[..., Any], continue_token: str | None, limit: int
+    ) -> dict[str, Any]:
+        """One page of a consistent list, metadata only (PartialObjectMetadataList)."""
         options = _page_options(continue_token, limit)
-        lister = self._source_lister(kind, namespace)
         response = retrying_timed(
             lambda timeout: lister(
                 **options, _headers=METADATA_LIST, _request_timeout=timeout, _preload_content=False
@@ -648,17 +596,34 @@ class Api:
             return lambda **options: method(namespace, **options)
         return cast(Callable[..., Any], getattr(self._core, f"list_{stem}_for_all_namespaces"))
 
+    def _workload_method(self, verb: str, plural: str) -> Callable[..., Any]:
+        """The client's ``<verb>_namespaced_...`` method of a workload kind, taking (name,
+        namespace[, body], **options) for built-in kinds and custom resources alike."""
+        kind = KINDS[plural]
+        if kind.client_stem is not None:
+            return cast(
+                Callable[..., Any], getattr(self._apps, f"{verb}_namespaced_{kind.client_stem}")
+            )
+        custom = getattr(
+            self._custom, f"{'get' if verb == 'read' else verb}_namespaced_custom_object"
+        )
+
+        def method(name: str, namespace: str, *body: Any, **options: Any) -> Any:
+            return custom(kind.group, kind.version, namespace, plural, name, *body, **options)
+
+        return method
+
     def _lister(self, plural: str, namespace: str | None) -> Callable[..., Any]:
-        if plural == ROLLOUTS:
-            group, version = WORKLOAD_APIS[plural]
+        kind = KINDS[plural]
+        if kind.client_stem is None:
             if namespace:
                 return lambda **options: self._custom.list_namespaced_custom_object(
-                    group, version, namespace, plural, **options
+                    kind.group, kind.version, namespace, plural, **options
                 )
             return lambda **options: self._custom.list_cluster_custom_object(
-                group, version, plural, **options
+                kind.group, kind.version, plural, **options
             )
-        stem = CLIENT_STEMS[plural]
+        stem = kind.client_stem
         if namespace:
             method = getattr(self._apps, f"list_namespaced_{stem}")
             return lambda **options: method(namespace, **options)
@@ -669,10 +634,12 @@ class Api:
         method: Callable[..., Any],
         namespace: str,
         name: str,
-        patch: dict[str, Any],
+        patch: dict[str, Any] | list[dict[str, Any]],
         content_type: str = MERGE_PATCH,
         decode: Callable[[bytes], dict[str, Any]] | None = None,
     ) -> dict[str, Any] | None:
+        """The patched object (None: gone); ``Conflict`` when it changed since it was read
+        (409 on a stale resourceVersion, 422 on a JSON patch's failed ``test``)."""
         try:
             result = retrying_timed(
                 lambda timeout: method(
@@ -688,7 +655,7 @@ class Api:
         except ApiException as error:
             if error.status == 404:
                 return None
-            if error.status == 409:
+            if error.status == 409 or (content_type == JSON_PATCH and error.status == 422):
                 raise Conflict(f"{namespace}/{name} changed while deciding") from None
             raise
         return (decode or _parse)(result.data)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from restarter.model.limits import Limits
 from restarter.model.namespaces import NamespaceSelector, SelectorError, parse_selector
 from restarter.model.schedule import ScheduleError, parse_length, parse_zone
-from restarter.model.windows import CRON, format_length, from_workload
+from restarter.model.windows import AT_CRON, format_length, from_workload
 
 
 class SettingsError(ValueError):
@@ -167,7 +167,7 @@ def build(
         raise SettingsError(f"rollout timeout: {error}") from None
     reloader_window = args.reloader_window.strip()
     try:
-        if reloader_window == CRON:
+        if reloader_window == AT_CRON:
             raise ScheduleError("cron needs an expression: give a workload its own window")
         from_workload(
             {}, args.timezone, window_length, dt.timedelta(seconds=2 * interval), reloader_window

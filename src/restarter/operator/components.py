@@ -1,0 +1,184 @@
+"""What every handler shares, built once per operator run: the cluster views, the flows'
+shared state, and the threads that keep them (``Components``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, MutableMapping
+from typing import Any
+
+from restarter.cluster.namespace_watching import NamespaceScope, NamespaceWatcher
+from restarter.cluster.reference_map import ReferenceMap
+from restarter.cluster.seen_marks import SeenMarks
+from restarter.cluster.source_watching import SourceWatcher
+from restarter.cluster.workload_watching import WorkloadWatcher
+from restarter.model.kinds import ROLLOUTS
+from restarter.operator.late_kinds import LateKind
+from restarter.operator.trimming import Trimmer
+from restarter.restarting.admitting import Admissions, Admitter
+from restarter.restarting.checking import ObjectLog, SourceChecks
+from restarter.restarting.finalizer_release import FinalizerReleaser, ReleaseFailed
+from restarter.restarting.observing import PacerSweeper, WorkloadObserver
+from restarter.restarting.pacing import Pacer
+from restarter.restarting.scoping import ScopeFollower
+from restarter.restarting.stamping import SourceContext, SourceTurns
+from restarter.restarting.ticking import TimerContext
+from restarter.services import events
+from restarter.services.kube import Api
+from restarter.services.settings import Settings
+
+#: The log of sources kopf does not watch (unlabelled ones that workloads opted in for).
+SOURCES_LOG = logging.getLogger("restarter.sources")
+
+#: The log of namespaces entering and leaving the namespace selector's scope.
+NAMESPACES_LOG = logging.getLogger("restarter.namespaces")
+
+#: Seconds start-up waits for the first listing of every workload stream before kopf
+#: starts watching anyway (its source handlers then wait for the listing themselves).
+STARTUP_SYNC_TIMEOUT = 300.0
+
+
+class Components:
+    """The parts of one operator run. ``register_kind(plural)`` registers the timer of a
+    workload kind served after start-up (Rollouts, once their CRD is installed)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        api: Api,
+        insights: Any | None,
+        register_kind: Callable[[str], None],
+    ) -> None:
+        self.settings, self.api = settings, api
+        self.checksums: dict[tuple[str, str, str], str] = {}
+        self.turns = SourceTurns()
+        self.reference_map = ReferenceMap()
+        # A due workload that stops asking for a slot for over two ticks leaves the queue.
+        self.pacer = Pacer(settings.pacing, stale_after=2.5 * settings.timer_interval)
+        self.seen = SeenMarks()
+        # Pending workloads reach kopf's timers when their window opens, a bounded number
+        # at once.
+        admissions = Admissions(settings.max_timers)
+        self.admitter = Admitter(api, admissions)
+        self.trimmer = Trimmer()
+        observer = WorkloadObserver(api, self.pacer, self.seen, admissions, settings)
+        selector = settings.selector
+        # The namespaces that match the selector (all, without one): kopf's handlers and
+        # the source checks act only there, and the workload streams watch only those.
+        self.scope = NamespaceScope(selector)
+        scopes: tuple[str | None, ...] = () if selector else (settings.namespaces or (None,))
+        self.rollouts = LateKind(ROLLOUTS, insights, lambda: register_kind(ROLLOUTS))
+        self.watcher = WorkloadWatcher(
+            api,
+            self.reference_map,
+            scopes,
+            observer,
+            settings.reloader_annotations,
+            on_rollouts_served=self.rollouts.served if settings.rollouts else None,
+        )
+        self.sweeper = PacerSweeper(api, self.pacer)
+        self.checks = SourceChecks(self.unlabelled_context)
+        self.entering_checks = SourceChecks(self.unlabelled_context, labelled=True)
+        self.sources = SourceWatcher(
+            api, self.reference_map, settings.namespaces, self._check_in_scope
+        )
+        follower = ScopeFollower(
+            api, self.scope, self.watcher, self.entering_checks.submit, self._release_in
+        )
+        self.namespaces = NamespaceWatcher(api, selector, follower) if selector else None
+
+    # -- contexts of the flows ------------------------------------------------------------
+
+    def source_context(
+        self, kind: str, logger: Any, path: events.EventPath = events.QUEUED
+    ) -> SourceContext:
+        """What one check of a source needs: kopf's per-object logger and Event queue in
+        its handlers, restarter's own log and the API outside them."""
+        return SourceContext(
+            kind=kind,
+            settings=self.settings,
+            api=self.api,
+            reference_map=self.reference_map,
+            in_sync=self.watcher.in_sync,
+            checksums=self.checksums,
+            logger=logger,
+            events=path,
+            turns=self.turns,
+        )
+
+    def unlabelled_context(self, kind: str, namespace: str, name: str) -> SourceContext:
+        log = ObjectLog(SOURCES_LOG, namespace, name)
+        return self.source_context(kind, log, events.Direct(self.api))
+
+    def timer_context(
+        self, plural: str, memo: MutableMapping[str, Any], logger: Any
+    ) -> TimerContext:
+        return TimerContext(
+            plural=plural,
+            settings=self.settings,
+            api=self.api,
+            pacer=self.pacer,
+            seen=self.seen,
+            memo=memo,
+            logger=logger,
+        )
+
+    def _check_in_scope(self, kind: str, namespace: str, name: str) -> None:
+        if self.scope.includes(namespace):
+            self.checks.submit(kind, namespace, name)
+
+    def _release_in(self, namespace: str) -> list[str]:
+        return FinalizerReleaser(self.api, (namespace,), NAMESPACES_LOG.info).release_all()
+
+    # -- start and stop --------------------------------------------------------------------
+
+    def start_source_checks(self) -> None:
+        """In kopf's loop: the metadata watch of sources and the checks of the unlabelled
+        sources that workloads opted in for."""
+        self.checks.start()
+        self.entering_checks.start()
+        self.sources.start()
+
+    def start_streams(self, logger: Any) -> None:
+        """The streams that keep the reference map; wait for their first listing."""
+        self.watcher.start()
+        if self.namespaces is not None:
+            # The scope is known before kopf watches: its filters read it.
+            self.namespaces.start()
+            if not self.namespaces.stream.listed.wait(STARTUP_SYNC_TIMEOUT):
+                logger.warning(
+                    f"namespaces not listed after {STARTUP_SYNC_TIMEOUT:g}s; none is acted in "
+                    "until they are"
+                )
+        self.sweeper.start()
+        self.admitter.start()
+        self.trimmer.start()
+        if not self.watcher.in_sync.wait(STARTUP_SYNC_TIMEOUT):
+            logger.warning(
+                f"workloads not listed after {STARTUP_SYNC_TIMEOUT:g}s; changes of sources "
+                "wait until they are"
+            )
+
+    def stop(self, logger: Any) -> None:
+        """Stop every thread, then free the pending workloads (their marks stay)."""
+        if self.namespaces is not None:
+            self.namespaces.stop()
+        self.watcher.stop()
+        self.sources.stop()
+        self.sweeper.stop()
+        self.admitter.stop()
+        self.trimmer.stop()
+        try:
+            released = FinalizerReleaser(
+                self.api, self.settings.namespaces, logger.debug
+            ).release_all()
+        except ReleaseFailed as error:
+            logger.error(f"could not release the finalizer of pending workloads: {error}")
+            return
+        if released:
+            logger.info(f"released the finalizer of {len(released)} pending workload(s)")
+
+    def share_loop(self) -> None:
+        """The late kinds register their timers from kopf's loop."""
+        self.rollouts.loop = asyncio.get_running_loop()
