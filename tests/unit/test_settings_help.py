@@ -38,6 +38,8 @@ SAMPLES = {
     "--reloader-annotations": "true",
     "--reloader-window": "03.00",
     "--no-rollouts": "false",
+    "--hold": "change freeze",
+    "--certificate-margin": "2h",
 }
 SWITCHES = {"--leader-election", "--reloader-annotations", "--no-rollouts"}
 

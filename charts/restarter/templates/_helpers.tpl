@@ -59,7 +59,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 # With namespaceSelector: list and watch Namespaces, to act in those whose labels match.
 - apiGroups: [""]
   resources: [namespaces]
-  verbs: [list, watch]
+  verbs: [get, list, watch]
+{{- else if not .Values.namespaces }}
+# Read a Namespace's restarter.io/hold before a due restart there.
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [get]
 {{- end }}
 {{- end -}}
 

@@ -20,7 +20,7 @@ import kubernetes
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from restarter.commands import planning
+from restarter.commands import plan_holds, planning
 from restarter.model.references import ROLLOUTS, WORKLOAD_KINDS
 from restarter.model.schedule import ScheduleError, parse_length, parse_zone
 from restarter.model.windows import format_length
@@ -56,6 +56,9 @@ class PlanOptions:
     kubeconfig: str | None
     """A kubeconfig file; None follows ``$KUBECONFIG`` and then ``~/.kube/config``."""
 
+    hold: str = ""
+    """The operator's ``--hold`` reason, like its ``RESTARTER_HOLD``: every restart held."""
+
 
 def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     defaults = Settings()
@@ -78,6 +81,11 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help="length of windows of marks written by restarter 0.1; as the operator's",
     )
     parser.add_argument("--kubeconfig", help="default: $KUBECONFIG, then ~/.kube/config")
+    parser.add_argument(
+        "--hold",
+        default=env.get("RESTARTER_HOLD", defaults.hold),
+        help="the operator's --hold reason, shown as holding every restart; as the operator's",
+    )
     return parser
 
 
@@ -93,6 +101,7 @@ def parse_options(argv: Sequence[str], env: Mapping[str, str]) -> PlanOptions:
         default_zone=args.timezone,
         default_length=parse_length(args.window_length),
         kubeconfig=args.kubeconfig,
+        hold=args.hold.strip(),
     )
 
 
@@ -148,6 +157,13 @@ def render(rows: list[planning.PlanRow], namespace: str | None, output: str) -> 
     return planning.to_table(rows, with_namespace=namespace is None)
 
 
+def _unreadable_namespace(namespace: str, why: str) -> None:
+    print(
+        f"restarter plan: cannot read namespace {namespace} ({why}): a hold set on it is not shown",
+        file=sys.stderr,
+    )
+
+
 def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     try:
         options = parse_options(argv, os.environ if env is None else env)
@@ -165,6 +181,9 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
         print(f"restarter plan: {error}", file=sys.stderr)
         return 1
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    rows = planning.plan(workloads, now, options.default_zone, options.default_length)
+    hold_of = plan_holds.HoldsAsOfNow(api, options.hold, _unreadable_namespace)
+    rows = planning.plan(
+        workloads, now, options.default_zone, options.default_length, hold_of.hold_of
+    )
     print(render(rows, namespace, options.output))
     return 0

@@ -10,6 +10,9 @@ import kopf
 
 from restarter.runtime.kube import Api
 
+#: Reason of the Event on a workload whose due restart a hold keeps waiting.
+RESTART_HELD = "RestartHeld"
+
 
 def event(obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
     """An Event on the object, posted by kopf's queue as component ``restarter``."""

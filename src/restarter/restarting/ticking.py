@@ -14,7 +14,7 @@ from restarter.cluster.seen_marks import SeenMarks
 from restarter.model import decisions, keys
 from restarter.model.decisions import Action
 from restarter.model.references import WORKLOAD_KINDS, WorkloadKey, workload_key
-from restarter.restarting import pacing, posting
+from restarter.restarting import holding, pacing, posting
 from restarter.runtime import metrics
 from restarter.runtime.kube import Api, Conflict, compare_versions
 from restarter.runtime.settings import Settings
@@ -93,6 +93,9 @@ class TimerContext:
 
     logger: logging.Logger | logging.LoggerAdapter[Any]
     """kopf's logger of this workload."""
+
+    holds: holding.HoldReader | None = None
+    """Reads the holds on a due restart; None reads none."""
 
     @property
     def kind(self) -> str:
@@ -175,6 +178,13 @@ async def restart_when_due(timer: TimerContext, workload: Mapping[str, Any]) -> 
         await asyncio.to_thread(_act, timer, workload, now, may_restart=False)
         return
     key = workload_key(timer.plural, workload)
+    if timer.holds is not None:
+        hold = await asyncio.to_thread(
+            holding.held, timer.holds, workload, timer.kind, timer.memo, timer.logger
+        )
+        if hold is not None:
+            timer.pacer.withdraw(key)
+            return
     if not await _slot(timer, key, decision):
         return
     restarted: Mapping[str, Any] | None = None

@@ -27,6 +27,7 @@ from restarter.model.references import (
 from restarter.restarting import posting
 from restarter.restarting.admitting import Admissions, Admitter
 from restarter.restarting.checking import SourceChecks
+from restarter.restarting.holding import HoldReader
 from restarter.restarting.observing import PacerSweeper, WorkloadObserver
 from restarter.restarting.pacing import Pacer
 from restarter.restarting.scoping import ScopeFollower
@@ -69,6 +70,7 @@ def build_registry(
     # A due workload that stops asking for a slot for over two ticks leaves the queue.
     pacer = Pacer(settings.pacing, stale_after=2.5 * settings.timer_interval)
     seen = SeenMarks()
+    holds = HoldReader(api, settings.hold)
     # Pending workloads reach kopf's timers when their window opens, a bounded number at once.
     admissions = Admissions(settings.max_timers)
     admitter = Admitter(api, admissions)
@@ -82,7 +84,7 @@ def build_registry(
     rollouts = LateKind(
         ROLLOUTS,
         insights,
-        lambda: _register_workload(registry, ROLLOUTS, settings, api, pacer, seen, scope),
+        lambda: _register_workload(registry, ROLLOUTS, settings, api, pacer, seen, scope, holds),
     )
     watcher = WorkloadWatcher(
         api,
@@ -179,7 +181,7 @@ def build_registry(
             )
 
     for plural in APPS_KINDS:
-        _register_workload(registry, plural, settings, api, pacer, seen, scope)
+        _register_workload(registry, plural, settings, api, pacer, seen, scope, holds)
 
     for kind in SOURCE_KINDS:
         _register_source(registry, kind, source_context, scope)
@@ -216,6 +218,7 @@ def _register_workload(
     pacer: Pacer,
     seen: SeenMarks,
     scope: NamespaceScope,
+    holds: HoldReader,
 ) -> None:
     group, version = WORKLOAD_APIS[plural]
 
@@ -240,7 +243,7 @@ def _register_workload(
         lets it start."""
         if not scope.includes(body["metadata"]["namespace"]):
             return  # its namespace left the scope since kopf last looked
-        timer = TimerContext(plural, settings, api, pacer, seen, memo, logger)
+        timer = TimerContext(plural, settings, api, pacer, seen, memo, logger, holds)
         await restart_when_due(timer, body)
 
 

@@ -361,6 +361,14 @@ class Api:
         method = getattr(self._apps, f"read_namespaced_{CLIENT_STEMS[plural]}")
         return self._read(method, namespace, name, bodies.decode_object)
 
+    def read_namespace(self, name: str) -> dict[str, Any] | None:
+        """A Namespace as it is now (for its ``restarter.io/hold``), or None if gone."""
+
+        def namespace(name: str, _namespace: str, **options: Any) -> Any:
+            return self._core.read_namespace(name, **options)
+
+        return self._read(namespace, "", name)
+
     def served(self, plural: str) -> bool:
         """True when the API server serves the kind (its group version's discovery lists
         it): how restarter notices that the Rollout CRD was installed. Discovery needs no

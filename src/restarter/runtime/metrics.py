@@ -83,6 +83,13 @@ SOURCE_PATCH_ERRORS = Counter(
     "answer). Each is also a Warning Event on the source.",
     ["kind", "status"],
 )
+HELD = Counter(
+    "restarter_restarts_held_total",
+    "Due restarts found held (each hold counted once per workload, when first reported), "
+    "by workload kind and where the hold was set: workload, namespace (also a namespace "
+    "that could not be read) or operator.",
+    ["kind", "where"],
+)
 LEADER = Gauge(
     "restarter_leader",
     "1 while this replica is the one acting (holds the Lease or runs alone), else 0.",

@@ -92,6 +92,15 @@ class Settings:
     ``restarter.io/restart-at``: ``now`` or ``HH.MM[_HH.MM...]``
     (``RESTARTER_RELOADER_WINDOW``)."""
 
+    hold: str = ""
+    """A reason: every restart is held (stays pending) while it is set; empty holds none
+    (``RESTARTER_HOLD``)."""
+
+    certificate_margin: dt.timedelta = dt.timedelta(hours=1)
+    """A change of a source holding certificates restarts its dependents at the latest this
+    long before the old certificate expires, even before their window; a source's
+    ``restarter.io/certificate-margin`` overrides it (``RESTARTER_CERTIFICATE_MARGIN``)."""
+
     @property
     def pacing(self) -> Limits:
         return Limits(self.max_in_flight, self.max_per_minute, self.rollout_timeout.total_seconds())
@@ -178,7 +187,13 @@ def build(
         )
     except ScheduleError as error:
         raise SettingsError(f"reloader window {args.reloader_window!r}: {error}") from None
+    try:
+        certificate_margin = parse_length(args.certificate_margin)
+    except ScheduleError as error:
+        raise SettingsError(f"certificate margin: {error}") from None
     return Settings(
+        hold=args.hold.strip(),
+        certificate_margin=certificate_margin,
         max_in_flight=_count("max in flight", args.max_in_flight),
         max_per_minute=_count("max per minute", args.max_per_minute),
         rollout_timeout=rollout_timeout,
@@ -375,6 +390,21 @@ def _parser(env: Mapping[str, str], commands: Sequence[tuple[str, str]]) -> argp
         "window of a workload that opted in through Reloader's annotations alone: now or "
         "HH.MM (several joined by _)",
         "WINDOW",
+    )
+    parser.add_argument(
+        "--hold",
+        default=env.get("RESTARTER_HOLD", defaults.hold),
+        metavar="REASON",
+        help="hold every restart (workloads stay pending) while set, for this reason "
+        "[RESTARTER_HOLD; default: none]",
+    )
+    option(
+        "--certificate-margin",
+        "RESTARTER_CERTIFICATE_MARGIN",
+        format_length(defaults.certificate_margin),
+        "restart a source's dependents at the latest this long before the certificate "
+        "they run with expires, even before their window",
+        "LENGTH",
     )
     return parser
 

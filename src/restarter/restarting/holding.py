@@ -1,0 +1,95 @@
+"""Holds in the timer flow: before a due restart asks for a pacing slot, is it held?
+
+The workload's own annotation comes with its body; its namespace's is read (one GET,
+shared by the namespace's restarts for ``NAMESPACE_TTL`` seconds). A namespace that cannot
+be read holds its restarts, with a Warning: a hold set there must not be ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping, MutableMapping
+from typing import Any
+
+from restarter.model import holds
+from restarter.model.holds import Hold
+from restarter.restarting import posting
+from restarter.runtime import metrics
+from restarter.runtime.kube import Api
+
+#: Seconds a namespace's annotations, once read, answer for every restart in it.
+NAMESPACE_TTL = 2.0
+
+#: kopf memo key: the hold last reported on this workload (reported once per hold).
+MEMO_KEY = "held"
+
+
+class HoldReader:
+    """The hold on a workload, reading its namespace's annotations through ``api``."""
+
+    def __init__(self, api: Api, operator_hold: str = "") -> None:
+        self.api, self.operator_hold = api, operator_hold
+        self._namespaces: dict[str, tuple[float, Mapping[str, str] | None, str | None]] = {}
+        self._lock = threading.Lock()
+
+    def _namespace(self, name: str) -> tuple[Mapping[str, str] | None, str | None]:
+        """The namespace's annotations, or why they could not be read."""
+        now = time.monotonic()
+        with self._lock:
+            cached = self._namespaces.get(name)
+        if cached is not None and now - cached[0] < NAMESPACE_TTL:
+            return cached[1], cached[2]
+        annotations: Mapping[str, str] | None = None
+        problem: str | None = None
+        try:
+            found = self.api.read_namespace(name)
+            annotations = ((found or {}).get("metadata") or {}).get("annotations") or {}
+        except Exception as error:  # any failure holds, fail closed
+            status = getattr(error, "status", None)
+            problem = f"HTTP {status}" if isinstance(status, int) else type(error).__name__
+        with self._lock:
+            self._namespaces[name] = (now, annotations, problem)
+        return annotations, problem
+
+    def hold_of(self, workload: Mapping[str, Any]) -> Hold | None:
+        metadata = workload.get("metadata") or {}
+        namespace = metadata.get("namespace", "")
+        workload_hold = holds.find_hold(
+            metadata.get("annotations"), metadata.get("name", ""), {}, ""
+        )
+        if workload_hold is not None:
+            return workload_hold
+        annotations, problem = self._namespace(namespace)
+        if problem is not None:
+            return holds.unreadable_namespace(namespace, problem)
+        return holds.find_hold(None, "", annotations, namespace, self.operator_hold)
+
+
+def held(
+    reader: HoldReader,
+    workload: Mapping[str, Any],
+    kind: str,
+    memo: MutableMapping[str, Any],
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+) -> Hold | None:
+    """The hold on a due restart, reported once per hold (``RestartHeld``, a Warning when
+    its namespace could not be read); None, and the report forgotten, when none holds it."""
+    hold = reader.hold_of(workload)
+    if hold is None:
+        memo.pop(MEMO_KEY, None)
+        return None
+    description = hold.describe()
+    if memo.get(MEMO_KEY) != description:
+        memo[MEMO_KEY] = description
+        metrics.HELD.labels(kind, hold.where).inc()
+        message = f"restart due but {description}; it stays pending until the hold is removed"
+        logger.info(message)
+        posting.event(
+            workload,
+            type="Warning" if hold.unreadable else "Normal",
+            reason=posting.RESTART_HELD,
+            message=message,
+        )
+    return hold
