@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from restarter.model import decisions, keys, windows
+from restarter.model import certificates, decisions, keys, windows
 from restarter.model.holds import Hold
 from restarter.model.references import WORKLOAD_KINDS
 from restarter.model.schedule import ScheduleError, next_restart, parse_zone
@@ -151,12 +151,20 @@ def workload_rows(
     # Ties go to the first source by name, so the note is stable.
     restarted_by = min(sorted(restarts), key=lambda source: restarts[source], default=None)
     restart_at = None if restarted_by is None else restarts[restarted_by]
+    # A certificate deadline moves the restart before its window (as the timer decides).
+    early = certificates.earliest_deadline(annotations)
+    if early is not None and restart_at is not None and early.at < restart_at:
+        restart_at = early.at
+    else:
+        early = None
     opted_out = decisions.opted_out(annotations)
     paused = bool((workload.get("spec") or {}).get("paused"))
 
     rows = []
     for read in reads:
         notes = list(_notes(read, annotations, None if opted_out else restarted_by))
+        if early is not None and not opted_out and read.mark.token not in done:
+            notes.append(early.describe(now))
         if opted_out:
             state = OPTED_OUT
             notes.append(f"{keys.IGNORE} is true: the marks are dropped, nothing restarts")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from restarter.cluster.reference_map import ReferenceMap
-from restarter.model import checksums, decisions, keys, windows
+from restarter.model import certificates, checksums, decisions, keys, windows
 from restarter.model.decisions import Change
 from restarter.model.references import (
     SOURCE_KINDS,
@@ -230,8 +230,11 @@ def record(
     namespace, name = metadata["namespace"], metadata["name"]
     what, digests = SOURCE_KINDS[kind], key_change.record
     every = f"every workload that uses this {what} restarts on its next data change"
+    # The earliest certificate expiry of the same data goes with the checksum (deadlines).
+    expiry = certificates.expiry_annotation(kind, source)
     try:
         patch = decisions.checksum_patch(current, digests, drop_digests=True)
+        patch["metadata"]["annotations"] |= expiry
         api.patch_source(kind, namespace, name, patch)
     except Exception as error:
         sent = "the checksum" if digests is None else "the checksum and key digests"
@@ -243,6 +246,7 @@ def record(
             return None
         # The digests may be what was refused: the checksum alone still records the change.
         alone = decisions.checksum_patch(current, None, drop_digests=True)
+        alone["metadata"]["annotations"] |= expiry
         try:
             api.patch_source(kind, namespace, name, alone)
         except Exception as again:
@@ -271,6 +275,24 @@ def record(
         return "the checksum only"
     form = "per key" if isinstance(digests, checksums.KeyDigests) else "per bucket of keys"
     return f"the checksum and its key digests ({form})"
+
+
+def stamped_deadline(context: SourceContext, source: Mapping[str, Any]) -> dict[str, str]:
+    """The deadline annotation a change's stamps carry: the expiry recorded on the source
+    for the data its dependents run, less the margin; none without one. A margin that
+    cannot be read is a Warning, and the operator's margin is used."""
+    metadata = source["metadata"]
+    named = f"{SOURCE_KINDS[context.kind]}/{metadata['name']}"
+    default = context.settings.certificate_margin
+    try:
+        return certificates.stamp_deadline(metadata, named, default) or {}
+    except ScheduleError as error:
+        message = f"{error}; the operator's margin is used"
+        context.logger.warning(message)
+        context.poster.warn(source, reason="InvalidCertificateMargin", message=message)
+        without = {k: v for k, v in (metadata.get("annotations") or {}).items()}
+        without.pop(keys.CERTIFICATE_MARGIN, None)
+        return certificates.stamp_deadline({"annotations": without}, named, default) or {}
 
 
 def _not_recorded(change: Change, what: str, refusal: str) -> str:
@@ -339,7 +361,11 @@ def already_seen(context: SourceContext, source: Mapping[str, Any]) -> bool:
     change, current = decisions.classify(source, seen.get(key))
     # seen holds a checksum only once it is recorded on the source: a body older than
     # that record (an event of our own change annotation) is not a new change.
-    recorded = change is Change.UNCHANGED and decisions.key_digests_current(source, current)
+    recorded = (
+        change is Change.UNCHANGED
+        and decisions.key_digests_current(source, current)
+        and certificates.expiry_current(context.kind, source)
+    )
     if recorded or seen.get(key) == current:
         seen[key] = current
         return True
@@ -439,7 +465,11 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
         # Recorded by restarter 0.x (a checksum, no digests), or digests per key grown past
         # their budget: the data is as it was then, so nothing restarts; compact digests
         # let the next change name its keys.
-        recorded = None if decisions.key_digests_current(source, current) else record_checksum()
+        current_digests = decisions.key_digests_current(source, current)
+        if current_digests and certificates.expiry_current(kind, source):
+            recorded = None
+        else:
+            recorded = record_checksum()
         if recorded:
             logger.info(f"unchanged data: recorded {recorded}; nothing restarts")
         seen[kind, namespace, name] = current
@@ -507,6 +537,9 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
         (read, request): decisions.stamp_patch(kind, name, now, request, change_id, read)
         for read, request in {patch_key(dependent) for dependent in targets}
     }
+    deadline = stamped_deadline(context, source)
+    for patch in patches.values():
+        patch["metadata"]["annotations"] |= deadline
     token = keys.source_token(kind, name)
     # The stamping threads post their Events themselves, one request each beside the
     # stamp: nothing queues up behind a fan-out to thousands (kopf's queue is unbounded).
@@ -531,6 +564,9 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
         metrics.STAMPED.labels(WORKLOAD_KINDS[plural]).inc()
         asked_for = requests[dependent]
         when = next_restart(asked_for.window(), now, decisions.last_restart(annotations, now))
+        early = certificates.earliest_deadline(deadline)
+        before = "" if early is None or early.at >= when else f"; {early.describe(now)}"
+        when = when if early is None else min(when, max(early.at, now))
         try:
             events.event(
                 reference,
@@ -538,7 +574,7 @@ def reconcile_source(context: SourceContext, source: Mapping[str, Any], now: dt.
                 reason="RestartScheduled",
                 message=f"{what} changed ({describe_keys(seen_keys[dependent])}); restart "
                 f"scheduled in window {asked_for.describe()}{ORIGIN_NOTES[asked_for.origin]} "
-                f"(next restart {_when(when, asked_for.timezone)})",
+                f"(next restart {_when(when, asked_for.timezone)}{before})",
             )
         except Exception:  # the stamp landed: a lost Event loses no restart
             return EVENT_LOST

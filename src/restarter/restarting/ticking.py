@@ -12,6 +12,7 @@ from typing import Any
 
 from restarter.cluster.seen_marks import SeenMarks
 from restarter.model import decisions, keys
+from restarter.model.certificates import Deadline
 from restarter.model.decisions import Action
 from restarter.model.references import WORKLOAD_KINDS, WorkloadKey, workload_key
 from restarter.restarting import holding, pacing, posting
@@ -274,7 +275,7 @@ def _act(
         if not restart:
             _report_clear(timer, sent, decision)
             return None
-        _report_restart(timer, fresh, sent, decision.sources, now)
+        _report_restart(timer, fresh, sent, decision.sources, now, decision.deadline)
         return sent
     timer.logger.info("changed while deciding; deciding again on the next tick")
     return None
@@ -300,8 +301,10 @@ def _report_restart(
     restarted: Mapping[str, Any],
     sources: tuple[str, ...],
     at: dt.datetime,
+    deadline: Deadline | None = None,
 ) -> None:
-    """The restart's count, change-to-restart time, log line and ``Restarted`` Event."""
+    """The restart's count, change-to-restart time, log line and ``Restarted`` Event (a
+    Warning when a certificate deadline moved it and that certificate already expired)."""
     metrics.RESTARTS.labels(timer.kind, "restarted").inc()
     stamped = [
         mark.since
@@ -310,12 +313,17 @@ def _report_restart(
     ]
     if stamped:
         metrics.CHANGE_TO_RESTART.observe(max(0.0, at.timestamp() - min(stamped)))
+    when = "in window" if deadline is None else deadline.describe(at)
     message = (
-        f"restarted in window (pending for {', '.join(sources)}); "
+        f"restarted {when} (pending for {', '.join(sources)}); "
         f"restartedAt {at.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
     )
     timer.logger.info(message)
-    posting.event(restarted, type="Normal", reason="Restarted", message=message)
+    expired = deadline is not None and deadline.expired(at)
+    if deadline is not None:
+        metrics.DEADLINE_RESTARTS.labels(timer.kind, "expired" if expired else "before").inc()
+    kind = "Warning" if expired else "Normal"
+    posting.event(restarted, type=kind, reason="Restarted", message=message)
 
 
 def _report_clear(

@@ -90,6 +90,12 @@ HELD = Counter(
     "that could not be read) or operator.",
     ["kind", "where"],
 )
+DEADLINE_RESTARTS = Counter(
+    "restarter_deadline_restarts_total",
+    "Restarts moved before their window by a certificate deadline, by workload kind and "
+    "whether the certificate the pods ran with had already expired: before, expired.",
+    ["kind", "when"],
+)
 LEADER = Gauge(
     "restarter_leader",
     "1 while this replica is the one acting (holds the Lease or runs alone), else 0.",
