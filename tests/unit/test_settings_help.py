@@ -40,6 +40,7 @@ SAMPLES = {
     "--no-rollouts": "false",
     "--hold": "change freeze",
     "--certificate-margin": "2h",
+    "--notify-batch": "30s",
 }
 SWITCHES = {"--leader-election", "--reloader-annotations", "--no-rollouts"}
 

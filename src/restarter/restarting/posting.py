@@ -3,7 +3,7 @@ straight to the API outside them (kopf's queue exists only in its handlers' cont
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, cast
 
 import kopf
@@ -13,14 +13,31 @@ from restarter.runtime.kube import Api
 #: Reason of the Event on a workload whose due restart a hold keeps waiting.
 RESTART_HELD = "RestartHeld"
 
+#: Called with every Event posted here (object, type, reason, message): notifications.
+Listener = Callable[[Mapping[str, Any], str, str, str], None]
+_listeners: list[Listener] = []
+
+
+def listen(listener: Listener) -> None:
+    """Have ``listener`` told of every Event posted from now on (once per listener)."""
+    if listener not in _listeners:
+        _listeners.append(listener)
+
+
+def _tell(obj: Mapping[str, Any], type: str, reason: str, message: str) -> None:
+    for listener in list(_listeners):
+        listener(obj, type, reason, message)
+
 
 def event(obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
     """An Event on the object, posted by kopf's queue as component ``restarter``."""
     kopf.event(cast(Any, obj), type=type, reason=reason, message=message)
+    _tell(obj, type, reason, message)
 
 
 def warn(obj: Mapping[str, Any], *, reason: str, message: str) -> None:
     kopf.warn(cast(Any, obj), reason=reason, message=message)
+    _tell(obj, "Warning", reason, message)
 
 
 class Poster(Protocol):
@@ -51,6 +68,7 @@ class ApiPoster:
 
     def event(self, obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
         self.api.post_object_event(obj, {"type": type, "reason": reason, "message": message})
+        _tell(obj, type, reason, message)
 
     def warn(self, obj: Mapping[str, Any], *, reason: str, message: str) -> None:
         self.event(obj, type="Warning", reason=reason, message=message)

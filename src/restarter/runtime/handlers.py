@@ -28,6 +28,7 @@ from restarter.restarting import posting
 from restarter.restarting.admitting import Admissions, Admitter
 from restarter.restarting.checking import SourceChecks
 from restarter.restarting.holding import HoldReader
+from restarter.restarting.notifying import Notifier
 from restarter.restarting.observing import PacerSweeper, WorkloadObserver
 from restarter.restarting.pacing import Pacer
 from restarter.restarting.scoping import ScopeFollower
@@ -71,6 +72,10 @@ def build_registry(
     pacer = Pacer(settings.pacing, stale_after=2.5 * settings.timer_interval)
     seen = SeenMarks()
     holds = HoldReader(api, settings.hold)
+    notifier = None
+    if settings.notify_urls:
+        notifier = Notifier(settings.notify_urls, settings.notify_batch.total_seconds())
+        posting.listen(notifier.told)
     # Pending workloads reach kopf's timers when their window opens, a bounded number at once.
     admissions = Admissions(settings.max_timers)
     admitter = Admitter(api, admissions)
@@ -174,6 +179,8 @@ def build_registry(
         sweeper.start()
         admitter.start()
         trimmer.start()
+        if notifier is not None:
+            notifier.start()
         if not watcher.in_sync.wait(STARTUP_SYNC_TIMEOUT):
             logger.warning(
                 f"workloads not listed after {STARTUP_SYNC_TIMEOUT:g}s; changes of sources "
@@ -199,6 +206,8 @@ def build_registry(
         sweeper.stop()
         admitter.stop()
         trimmer.stop()
+        if notifier is not None:
+            notifier.stop()
         try:
             released = FinalizerReleaser(apps, settings.namespaces, logger.debug).release_all()
         except ReleaseFailed as error:

@@ -13,6 +13,7 @@ from kopf._cogs.structs.references import Insights  # kopf.run's insights; not r
 from restarter.commands import plan, release_finalizers, release_plan
 from restarter.model import keys
 from restarter.model.references import WORKLOAD_APIS, WORKLOAD_KINDS
+from restarter.restarting import notifying
 from restarter.runtime import leadership, metrics
 from restarter.runtime import settings as settings_module
 from restarter.runtime.handlers import build_registry
@@ -105,7 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return release_finalizers.main(arguments[1:])
     try:
         settings = settings_module.build(arguments, commands=COMMANDS)
-    except SettingsError as error:
+        if settings.notify_urls:
+            notifying.check_urls(settings.notify_urls)
+    except (SettingsError, notifying.NotifyError) as error:
         print(f"restarter: {error}", file=sys.stderr)
         return 2
     _configure_logging(settings)

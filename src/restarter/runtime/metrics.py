@@ -96,6 +96,12 @@ DEADLINE_RESTARTS = Counter(
     "whether the certificate the pods ran with had already expired: before, expired.",
     ["kind", "when"],
 )
+NOTIFICATIONS = Counter(
+    "restarter_notifications_total",
+    "Notification messages (each a batch of one namespace's Events) by result: sent, "
+    "failed (a URL did not take it).",
+    ["result"],
+)
 LEADER = Gauge(
     "restarter_leader",
     "1 while this replica is the one acting (holds the Lease or runs alone), else 0.",

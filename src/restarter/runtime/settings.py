@@ -7,7 +7,7 @@ import datetime as dt
 import os
 import textwrap
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from restarter.model.namespaces import NamespaceSelector, SelectorError, parse_selector
 from restarter.model.schedule import ScheduleError, parse_length, parse_zone
@@ -101,6 +101,15 @@ class Settings:
     long before the old certificate expires, even before their window; a source's
     ``restarter.io/certificate-margin`` overrides it (``RESTARTER_CERTIFICATE_MARGIN``)."""
 
+    notify_urls: tuple[str, ...] = field(default=(), repr=False)
+    """apprise URLs told of restarts, holds and failed stamps; they carry tokens, so they are
+    read only from ``RESTARTER_NOTIFY_URLS`` (whitespace or comma separated; the chart
+    takes it from a Secret), never from a flag, and never logged."""
+
+    notify_batch: dt.timedelta = dt.timedelta(seconds=60)
+    """A namespace's notices go out as one message once none joined them for this long
+    (``RESTARTER_NOTIFY_BATCH``)."""
+
     @property
     def pacing(self) -> Limits:
         return Limits(self.max_in_flight, self.max_per_minute, self.rollout_timeout.total_seconds())
@@ -191,7 +200,14 @@ def build(
         certificate_margin = parse_length(args.certificate_margin)
     except ScheduleError as error:
         raise SettingsError(f"certificate margin: {error}") from None
+    notify_urls = tuple(env.get("RESTARTER_NOTIFY_URLS", "").replace(",", " ").split())
+    try:
+        notify_batch = parse_length(args.notify_batch)
+    except ScheduleError as error:
+        raise SettingsError(f"notification batch: {error}") from None
     return Settings(
+        notify_urls=notify_urls,
+        notify_batch=notify_batch,
         hold=args.hold.strip(),
         certificate_margin=certificate_margin,
         max_in_flight=_count("max in flight", args.max_in_flight),
@@ -404,6 +420,14 @@ def _parser(env: Mapping[str, str], commands: Sequence[tuple[str, str]]) -> argp
         format_length(defaults.certificate_margin),
         "restart a source's dependents at the latest this long before the certificate "
         "they run with expires, even before their window",
+        "LENGTH",
+    )
+    option(
+        "--notify-batch",
+        "RESTARTER_NOTIFY_BATCH",
+        format_length(defaults.notify_batch),
+        "send a namespace's notifications (URLs from RESTARTER_NOTIFY_URLS only) as one "
+        "message once none joined them for this long",
         "LENGTH",
     )
     return parser
