@@ -21,6 +21,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from restarter.commands import plan_holds, planning
+from restarter.commands.plan_at import parse_at
 from restarter.model.references import ROLLOUTS, WORKLOAD_KINDS
 from restarter.model.schedule import ScheduleError, parse_length, parse_zone
 from restarter.model.windows import format_length
@@ -59,6 +60,9 @@ class PlanOptions:
     hold: str = ""
     """The operator's ``--hold`` reason, like its ``RESTARTER_HOLD``: every restart held."""
 
+    at: dt.datetime | None = None
+    """``--at``: the instant the plan is shown as of (holds still as of now); None: now."""
+
 
 def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     defaults = Settings()
@@ -82,6 +86,13 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     parser.add_argument("--kubeconfig", help="default: $KUBECONFIG, then ~/.kube/config")
     parser.add_argument(
+        "--at",
+        metavar="TIME",
+        help="show the plan as of this instant: 2026-03-29T03:00+02:00, or a local time in "
+        "a named zone, '2026-03-29 03:00 Europe/Warsaw' (holds are shown as of now, alerts "
+        "are not predicted); default: now",
+    )
+    parser.add_argument(
         "--hold",
         default=env.get("RESTARTER_HOLD", defaults.hold),
         help="the operator's --hold reason, shown as holding every restart; as the operator's",
@@ -102,6 +113,7 @@ def parse_options(argv: Sequence[str], env: Mapping[str, str]) -> PlanOptions:
         default_length=parse_length(args.window_length),
         kubeconfig=args.kubeconfig,
         hold=args.hold.strip(),
+        at=None if args.at is None else parse_at(args.at),
     )
 
 
@@ -180,10 +192,12 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     except PlanError as error:
         print(f"restarter plan: {error}", file=sys.stderr)
         return 1
-    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    now = options.at or dt.datetime.now(dt.UTC).replace(microsecond=0)
     hold_of = plan_holds.HoldsAsOfNow(api, options.hold, _unreadable_namespace)
     rows = planning.plan(
         workloads, now, options.default_zone, options.default_length, hold_of.hold_of
     )
+    if options.at is not None and options.output == "table":
+        print(f"as of {options.at:%Y-%m-%d %H:%M:%S} UTC (holds as of now)")
     print(render(rows, namespace, options.output))
     return 0
