@@ -41,8 +41,19 @@ SAMPLES = {
     "--hold": "change freeze",
     "--certificate-margin": "2h",
     "--notify-batch": "30s",
+    "--gate-alertmanager-url": "http://127.0.0.1:9093",
+    "--gate-alert-filter": "severity=critical",
+    "--gate-blocking-pods": "app=backup",
+    "--gate-namespace-only": "true",
+    "--gate-fail-open": "true",
 }
-SWITCHES = {"--leader-election", "--reloader-annotations", "--no-rollouts"}
+SWITCHES = {
+    "--leader-election",
+    "--reloader-annotations",
+    "--no-rollouts",
+    "--gate-namespace-only",
+    "--gate-fail-open",
+}
 
 
 @pytest.fixture(scope="module")

@@ -55,6 +55,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+{{- if .Values.gates.blockingPodSelector }}
+# The blocking-pod gate: list pods matching its selector (metadata only).
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list]
+{{- end }}
 {{- if .Values.namespaceSelector }}
 # With namespaceSelector: list and watch Namespaces, to act in those whose labels match.
 - apiGroups: [""]

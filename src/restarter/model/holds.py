@@ -15,6 +15,9 @@ from restarter.model import keys
 
 #: Where a hold was set, most specific first: the first found is the one named.
 WORKLOAD, NAMESPACE, OPERATOR = "workload", "namespace", "operator"
+#: Where a gate's hold comes from (``model.gates``): a firing alert, a blocking pod, or a
+#: gate whose source could not be read.
+ALERT, POD, GATE = "alert", "pod", "gate"
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,8 @@ class Hold:
     def describe(self) -> str:
         """How Events, logs and ``plan`` name it."""
         reason = self.reason.strip() or "no reason given"
+        if self.where in (ALERT, POD, GATE):
+            return f"held by a gate: {reason}"
         if self.where == OPERATOR:
             return f"held by the operator's --hold: {reason}"
         return f"held by {keys.HOLD} on {self.where} {self.name}: {reason}"

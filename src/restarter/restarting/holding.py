@@ -16,6 +16,7 @@ from typing import Any
 from restarter.model import holds
 from restarter.model.holds import Hold
 from restarter.restarting import posting
+from restarter.restarting.gating import Gates
 from restarter.runtime import metrics
 from restarter.runtime.kube import Api
 
@@ -29,8 +30,8 @@ MEMO_KEY = "held"
 class HoldReader:
     """The hold on a workload, reading its namespace's annotations through ``api``."""
 
-    def __init__(self, api: Api, operator_hold: str = "") -> None:
-        self.api, self.operator_hold = api, operator_hold
+    def __init__(self, api: Api, operator_hold: str = "", gates: Gates | None = None) -> None:
+        self.api, self.operator_hold, self.gates = api, operator_hold, gates
         self._namespaces: dict[str, tuple[float, Mapping[str, str] | None, str | None]] = {}
         self._lock = threading.Lock()
 
@@ -64,7 +65,10 @@ class HoldReader:
         annotations, problem = self._namespace(namespace)
         if problem is not None:
             return holds.unreadable_namespace(namespace, problem)
-        return holds.find_hold(None, "", annotations, namespace, self.operator_hold)
+        hold = holds.find_hold(None, "", annotations, namespace, self.operator_hold)
+        if hold is None and self.gates is not None:
+            return self.gates.hold_of(workload)
+        return hold
 
 
 def held(

@@ -27,6 +27,7 @@ from restarter.model.references import (
 from restarter.restarting import posting
 from restarter.restarting.admitting import Admissions, Admitter
 from restarter.restarting.checking import SourceChecks
+from restarter.restarting.gating import Gates
 from restarter.restarting.holding import HoldReader
 from restarter.restarting.notifying import Notifier
 from restarter.restarting.observing import PacerSweeper, WorkloadObserver
@@ -71,7 +72,8 @@ def build_registry(
     # A due workload that stops asking for a slot for over two ticks leaves the queue.
     pacer = Pacer(settings.pacing, stale_after=2.5 * settings.timer_interval)
     seen = SeenMarks()
-    holds = HoldReader(api, settings.hold)
+    gates = Gates(api, settings.gates) if settings.gates.enabled else None
+    holds = HoldReader(api, settings.hold, gates)
     notifier = None
     if settings.notify_urls:
         notifier = Notifier(settings.notify_urls, settings.notify_batch.total_seconds())

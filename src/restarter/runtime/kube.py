@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import logging
 import queue
@@ -368,6 +369,29 @@ class Api:
             return self._core.read_namespace(name, **options)
 
         return self._read(namespace, "", name)
+
+    def pod_names(self, namespace: str | None, selector: str) -> list[str]:
+        """``namespace/name`` of every pod matching ``selector`` (None: in any namespace),
+        listed as metadata only."""
+        lister: Callable[..., Any]
+        if namespace:
+            lister = functools.partial(self._core.list_namespaced_pod, namespace)
+        else:
+            lister = self._core.list_pod_for_all_namespaces
+        response = retrying_timed(
+            lambda timeout: lister(
+                label_selector=selector,
+                _headers=METADATA_LIST,
+                _request_timeout=timeout,
+                _preload_content=False,
+            ),
+            "list",
+        )
+        items = self._plain(response).get("items") or []
+        return sorted(
+            f"{item['metadata'].get('namespace', '')}/{item['metadata'].get('name', '')}"
+            for item in items
+        )
 
     def served(self, plural: str) -> bool:
         """True when the API server serves the kind (its group version's discovery lists

@@ -102,6 +102,12 @@ NOTIFICATIONS = Counter(
     "failed (a URL did not take it).",
     ["result"],
 )
+GATE_ERRORS = Counter(
+    "restarter_gate_errors_total",
+    "Reads of a gate's source that failed, by gate: alerts (Alertmanager) or pods. Restarts "
+    "wait meanwhile unless the gates fail open.",
+    ["gate"],
+)
 LEADER = Gauge(
     "restarter_leader",
     "1 while this replica is the one acting (holds the Lease or runs alone), else 0.",

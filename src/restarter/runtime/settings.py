@@ -9,6 +9,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from restarter.model.gates import GateError, GateSettings, parse_filter
 from restarter.model.namespaces import NamespaceSelector, SelectorError, parse_selector
 from restarter.model.schedule import ScheduleError, parse_length, parse_zone
 from restarter.model.windows import CRON, format_length, from_workload
@@ -110,6 +111,9 @@ class Settings:
     """A namespace's notices go out as one message once none joined them for this long
     (``RESTARTER_NOTIFY_BATCH``)."""
 
+    gates: GateSettings = field(default_factory=GateSettings)
+    """Alerts and blocking pods that hold due restarts (``RESTARTER_GATE_*``); off by default."""
+
     @property
     def pacing(self) -> Limits:
         return Limits(self.max_in_flight, self.max_per_minute, self.rollout_timeout.total_seconds())
@@ -206,6 +210,7 @@ def build(
     except ScheduleError as error:
         raise SettingsError(f"notification batch: {error}") from None
     return Settings(
+        gates=_gates(args),
         notify_urls=notify_urls,
         notify_batch=notify_batch,
         hold=args.hold.strip(),
@@ -422,6 +427,42 @@ def _parser(env: Mapping[str, str], commands: Sequence[tuple[str, str]]) -> argp
         "they run with expires, even before their window",
         "LENGTH",
     )
+    parser.add_argument(
+        "--gate-alertmanager-url",
+        default=env.get("RESTARTER_GATE_ALERTMANAGER_URL", ""),
+        metavar="URL",
+        help="hold due restarts while alerts fire in this Alertmanager (its v2 API) "
+        "[RESTARTER_GATE_ALERTMANAGER_URL; default: none]",
+    )
+    parser.add_argument(
+        "--gate-alert-filter",
+        default=env.get("RESTARTER_GATE_ALERT_FILTER", ""),
+        metavar="MATCHERS",
+        help="only alerts matching these matchers hold restarts, like "
+        "'severity=critical,alertname=~Node.*' [RESTARTER_GATE_ALERT_FILTER; default: every "
+        "firing alert]",
+    )
+    parser.add_argument(
+        "--gate-blocking-pods",
+        default=env.get("RESTARTER_GATE_BLOCKING_PODS", ""),
+        metavar="SELECTOR",
+        help="hold due restarts while pods matching this label selector exist "
+        "[RESTARTER_GATE_BLOCKING_PODS; default: none]",
+    )
+    switch(
+        "--gate-namespace-only",
+        "RESTARTER_GATE_NAMESPACE_ONLY",
+        "true",
+        "only alerts labelled with, and blocking pods in, a workload's own namespace hold it",
+        "off",
+    )
+    switch(
+        "--gate-fail-open",
+        "RESTARTER_GATE_FAIL_OPEN",
+        "true",
+        "let restarts go when a gate cannot be read (a warning is logged and counted)",
+        "off: restarts wait",
+    )
     option(
         "--notify-batch",
         "RESTARTER_NOTIFY_BATCH",
@@ -431,6 +472,30 @@ def _parser(env: Mapping[str, str], commands: Sequence[tuple[str, str]]) -> argp
         "LENGTH",
     )
     return parser
+
+
+def _gates(args: argparse.Namespace) -> GateSettings:
+    """The gates the flags ask for, checked: a URL, filter or selector that cannot be read
+    stops the start (a filter without a URL reads nothing)."""
+    url = args.gate_alertmanager_url.strip()
+    if url and not url.startswith(("http://", "https://")):
+        raise SettingsError(f"gate Alertmanager URL {url!r} must begin with http:// or https://")
+    pods = args.gate_blocking_pods.strip()
+    try:
+        matchers = parse_filter(args.gate_alert_filter)
+        if pods:
+            parse_selector(pods)
+    except GateError as error:
+        raise SettingsError(str(error)) from None
+    except SelectorError as error:
+        raise SettingsError(f"blocking pod selector: {error}") from None
+    return GateSettings(
+        alertmanager_url=url,
+        alert_filter=matchers,
+        blocking_pods=pods,
+        namespace_only=args.gate_namespace_only,
+        fail_open=args.gate_fail_open,
+    )
 
 
 def _count(what: str, text: str) -> int:
