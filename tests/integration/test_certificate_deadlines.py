@@ -12,14 +12,11 @@ import time
 from collections.abc import Callable
 
 import kubernetes
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from restarter.model import certificates, keys
 from restarter_cluster.cert_manager import CertManager
 from restarter_cluster.cluster import Cluster
+from tests.certificates import self_signed
 from tests.conftest import Operator, wait_for
 from tests.integration.factories import deployment, secret, window_hours_away
 from tests.integration.test_cert_manager import (
@@ -152,31 +149,13 @@ def test_a_secret_without_a_certificate_records_no_expiry_and_waits_for_its_wind
     assert not_after(core, namespace, "db") is None
 
 
-KEY = ec.generate_private_key(ec.SECP256R1())
-
-
-def self_signed(not_after: dt.datetime) -> str:
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "web.example.test")])
-    made = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(KEY.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_after - dt.timedelta(days=1))
-        .not_valid_after(not_after.replace(microsecond=0))
-        .sign(KEY, hashes.SHA256())
-    )
-    return made.public_bytes(serialization.Encoding.PEM).decode()
-
-
 def test_a_change_made_while_the_operator_was_down_respects_the_recorded_expiry(
     cluster: Cluster, core: Core, apps: Apps, namespace: str, operator: OperatorFactory
 ) -> None:
     # The certificate the pods run with expired a minute ago; the window is hours away.
     expired = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1)
     core.create_namespaced_secret(
-        namespace, secret("tls", {"tls.crt": self_signed(expired)}, window_hours_away(6))
+        namespace, secret("tls", {"tls.crt": self_signed(expired).decode()}, window_hours_away(6))
     )
     apps.create_namespaced_deployment(
         namespace, deployment("web", volumes=[{"name": "tls", "secret": {"secretName": "tls"}}])
@@ -192,7 +171,7 @@ def test_a_change_made_while_the_operator_was_down_respects_the_recorded_expiry(
     core.patch_namespaced_secret(
         "tls",
         namespace,
-        {"data": {"tls.crt": base64.b64encode(self_signed(renewed).encode()).decode()}},
+        {"data": {"tls.crt": base64.b64encode(self_signed(renewed)).decode()}},
     )
     operator()
     wait_for(

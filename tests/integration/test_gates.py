@@ -56,6 +56,10 @@ def changed(
     return running
 
 
+def restarted(apps: Apps, namespace: str, why: str, timeout: float = 30) -> None:
+    wait_for(lambda: len(replica_sets(apps, namespace, "web")) == 2, timeout, message=why)
+
+
 def test_a_firing_alert_holds_the_restart_until_it_resolves(
     cluster: Cluster,
     core: Core,
@@ -81,11 +85,7 @@ def test_a_firing_alert_holds_the_restart_until_it_resolves(
     assert pending(apps, namespace, "web")
 
     alertmanager.resolve("DatabaseDown", severity="critical", namespace=namespace)
-    wait_for(
-        lambda: len(replica_sets(apps, namespace, "web")) == 2,
-        30,
-        message="the restart once the alert resolved",
-    )
+    restarted(apps, namespace, "the restart once the alert resolved")
 
 
 def test_a_blocking_pod_holds_the_restart_until_it_is_gone(
@@ -109,11 +109,7 @@ def test_a_blocking_pod_holds_the_restart_until_it_is_gone(
     assert len(replica_sets(apps, namespace, "web")) == 1
 
     core.delete_namespaced_pod("backup", namespace, grace_period_seconds=0)
-    wait_for(
-        lambda: len(replica_sets(apps, namespace, "web")) == 2,
-        60,
-        message="the restart once the blocking pod is gone",
-    )
+    restarted(apps, namespace, "the restart once the blocking pod is gone", 60)
 
 
 def test_an_alertmanager_that_cannot_be_read_holds_with_a_warning(
@@ -141,6 +137,6 @@ def test_failing_open_restarts_when_alertmanager_cannot_be_read(
         namespace,
         lambda: operator("--gate-alertmanager-url", nobody, "--gate-fail-open"),
     )
-    wait_for(lambda: len(replica_sets(apps, namespace, "web")) == 2, 30, message="the restart")
+    restarted(apps, namespace, "the restart")
     assert not events(core, namespace, "web", "RestartHeld")
     assert "the alerts gate could not be read" in running.log()

@@ -8,47 +8,24 @@ import datetime as dt
 import json
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from restarter.commands import planning
 from restarter.model import certificates, decisions, keys
 from restarter.model.decisions import Action
 from restarter.model.schedule import ScheduleError
 from restarter.runtime.settings import Settings
+from tests.certificates import private_key, self_signed
 
 NOW = dt.datetime(2025, 1, 1, 12, 0, tzinfo=dt.UTC)
 HOUR = dt.timedelta(hours=1)
-KEY = ec.generate_private_key(ec.SECP256R1())
 
 
 def pem(not_after: dt.datetime, name: str = "test") -> bytes:
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(KEY.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(NOW - 10 * HOUR)
-        .not_valid_after(not_after)
-        .sign(KEY, hashes.SHA256())
-    )
-    return certificate.public_bytes(serialization.Encoding.PEM)
+    return self_signed(not_after, name)
 
 
 def b64(value: bytes) -> str:
     return base64.b64encode(value).decode()
-
-
-def private_key() -> bytes:
-    return KEY.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
 
 
 def tls_secret(annotations: dict[str, str] | None = None) -> dict[str, object]:

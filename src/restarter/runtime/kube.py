@@ -378,19 +378,9 @@ class Api:
             lister = functools.partial(self._core.list_namespaced_pod, namespace)
         else:
             lister = self._core.list_pod_for_all_namespaces
-        response = retrying_timed(
-            lambda timeout: lister(
-                label_selector=selector,
-                _headers=METADATA_LIST,
-                _request_timeout=timeout,
-                _preload_content=False,
-            ),
-            "list",
-        )
-        items = self._plain(response).get("items") or []
         return sorted(
-            f"{item['metadata'].get('namespace', '')}/{item['metadata'].get('name', '')}"
-            for item in items
+            f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+            for metadata in self._selected_metadata(lister, selector)
         )
 
     def served(self, plural: str) -> bool:
@@ -493,9 +483,14 @@ class Api:
             lister = self._lister(resource, namespace)
         else:
             lister = self._source_lister(resource, namespace)
+        return self._selected_metadata(lister, label)
+
+    def _selected_metadata(self, lister: Callable[..., Any], selector: str) -> list[dict[str, Any]]:
+        """The metadata of every object ``lister`` lists under a label selector (a
+        metadata-only list: never a source's data)."""
         response = retrying_timed(
             lambda timeout: lister(
-                label_selector=label,
+                label_selector=selector,
                 _headers=METADATA_LIST,
                 _request_timeout=timeout,
                 _preload_content=False,
