@@ -38,6 +38,7 @@ from tests.integration.test_operator_restarts import (
     rollout_finished,
     secret_and_dependent,
 )
+from tests.integration.test_plan_command import plan_json
 
 Core = kubernetes.client.CoreV1Api
 Apps = kubernetes.client.AppsV1Api
@@ -185,3 +186,42 @@ def test_a_change_made_while_the_operator_was_down_respects_the_recorded_expiry(
     assert not_after(core, namespace, "tls") == certificates.format_instant(
         renewed.replace(microsecond=0)
     )
+
+
+def test_a_workload_pending_across_two_changes_keeps_the_first_deadline(
+    cluster: Cluster, core: Core, apps: Apps, namespace: str, operator: OperatorFactory
+) -> None:
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    running_with = now + dt.timedelta(hours=3)  # the certificate the pods start with
+    core.create_namespaced_secret(
+        namespace,
+        secret("tls", {"tls.crt": self_signed(running_with).decode()}, window_hours_away(6)),
+    )
+    apps.create_namespaced_deployment(
+        namespace, deployment("web", volumes=[{"name": "tls", "secret": {"secretName": "tls"}}])
+    )
+    operator()
+    baseline(core, namespace, "tls")
+    first_deadline = f"{keys.DEADLINE}/{int((running_with - dt.timedelta(hours=1)).timestamp())}"
+    for days in (30, 60):
+        renewed = base64.b64encode(self_signed(now + dt.timedelta(days=days))).decode()
+        core.patch_namespaced_secret("tls", namespace, {"data": {"tls.crt": renewed}})
+        wait_for(
+            lambda days=days: (
+                not_after(core, namespace, "tls")
+                == certificates.format_instant(now + dt.timedelta(days=days))
+            ),
+            30,
+            message="the renewed expiry recorded",
+        )
+    stamped = deadlines(apps, namespace, "web")
+    assert len(stamped) == 2 and first_deadline in stamped  # each change's, the first kept
+    (row,) = plan_json(cluster.kubeconfig, "-n", namespace)
+    assert row["nextRestartUtc"] == certificates.format_instant(
+        running_with - dt.timedelta(hours=1)
+    )
+    assert row["notes"][-1] == (
+        "before its window: the certificate it runs with (Secret/tls) expires at "
+        f"{certificates.format_instant(running_with)}"
+    )
+    assert len(replica_sets(apps, namespace, "web")) == 1
