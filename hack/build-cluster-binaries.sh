@@ -3,7 +3,8 @@
 # node's kubelet too; its containerd and runc are Debian's, installed by hack/setup.sh).
 # Output: $RESTARTER_CACHE/k8s-<version>/bin (default ~/.cache/restarter/...), and
 # cert-manager's controller in $RESTARTER_CACHE/cert-manager-<version>/bin, Argo Rollouts'
-# in $RESTARTER_CACHE/argo-rollouts-<version>/bin, the registry and promtool likewise.
+# in $RESTARTER_CACHE/argo-rollouts-<version>/bin, the registry, promtool and Alertmanager
+# likewise.
 # A second run finds the binaries and builds nothing.
 set -euo pipefail
 
@@ -82,6 +83,37 @@ build_controller cert-manager github.com/cert-manager/cert-manager "$CERT_MANAGE
 # module's replace directives (they apply only in a main module). 4 min 40 s here with -p=1.
 build_controller argo-rollouts github.com/argoproj/argo-rollouts "$ARGO_ROLLOUTS_VERSION" \
   github.com/argoproj/argo-rollouts/cmd/rollouts-controller rollouts-controller
+# Alertmanager: the alert gate's tests run it on loopback and post alerts to its v2 API.
+# Its module lacks the web interface's built assets (its ui package embeds them), so it is
+# built from a temporary copy of the module whose ui/web.go is
+# hack/tools/alertmanager/no-ui/web.go (Go allows no overlay inside the module cache).
+am_tools="$HERE/tools/alertmanager" am_bin="$CACHE/alertmanager-$ALERTMANAGER_VERSION/bin"
+grep -Eq "github.com/prometheus/alertmanager $ALERTMANAGER_VERSION( |\$)" "$am_tools/go.mod" || {
+  echo "hack/tools/alertmanager/go.mod does not require alertmanager $ALERTMANAGER_VERSION" >&2
+  exit 1; }
+mkdir -p "$am_bin"
+if [[ -x "$am_bin/alertmanager" ]]; then
+  echo "cached: $am_bin/alertmanager"
+else
+  echo "building: alertmanager"
+  am_work="$(mktemp -d)"
+  (
+    cd "$am_tools"
+    go mod download github.com/prometheus/alertmanager
+    cp -r "$(go list -m -f '{{.Dir}}' github.com/prometheus/alertmanager)" "$am_work/module"
+    chmod -R u+w "$am_work/module"
+    cp "$am_tools/no-ui/web.go" "$am_work/module/ui/web.go"
+    mkdir "$am_work/tools"
+    cp go.mod go.sum tools.go "$am_work/tools/"
+    cd "$am_work/tools"
+    go mod edit -replace "github.com/prometheus/alertmanager=$am_work/module"
+    go build -mod=mod -trimpath -ldflags "-s -w \
+      -X github.com/prometheus/common/version.Version=${ALERTMANAGER_VERSION#v}" \
+      -o "$am_bin/alertmanager.tmp" github.com/prometheus/alertmanager/cmd/alertmanager
+  )
+  rm -rf "$am_work"
+  mv "$am_bin/alertmanager.tmp" "$am_bin/alertmanager"
+fi
 
 # The OCI registry that serves the image and the chart to the real node, and promtool, which
 # checks and unit-tests the chart's PrometheusRule.

@@ -14,7 +14,7 @@ from restarter.commands import plan, release_finalizers, release_plan
 from restarter.model import keys
 from restarter.model.kinds import WORKLOAD_APIS, WORKLOAD_KINDS
 from restarter.operator.handlers import build_registry
-from restarter.services import leadership, metrics
+from restarter.services import leadership, metrics, notifications
 from restarter.services import settings as settings_module
 from restarter.services.kube import CONNECT_TIMEOUT, Api, load_client
 from restarter.services.settings import Settings, SettingsError
@@ -105,7 +105,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return release_finalizers.main(arguments[1:])
     try:
         settings = settings_module.build(arguments, commands=COMMANDS)
-    except SettingsError as error:
+        if settings.notify_urls:
+            notifications.check_urls(settings.notify_urls)
+    except (SettingsError, notifications.NotifyError) as error:
         print(f"restarter: {error}", file=sys.stderr)
         return 2
     _configure_logging(settings)

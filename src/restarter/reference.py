@@ -94,6 +94,8 @@ def key_rows() -> list[tuple[str, str, str]]:
         )
         if value == keys.KOPF_PREFIX:
             shown = f"{value}/*"
+        elif value == keys.DEADLINE:
+            shown = f"{value}/<epoch seconds>"
         rows.append((f"`{shown}`", _written(value) or "no: you set it", text))
     return rows
 
@@ -215,7 +217,7 @@ def value_rows() -> list[tuple[str, str, str, str]]:
 
 def reason_rows() -> list[tuple[str, str, str, str]]:
     return [
-        (f"`{reason.name}`", reason.type, reason.on, reason.meaning)
+        (f"`{reason.name}`", reason.types, reason.on, reason.meaning)
         for reason in reasons.REASONS.values()
     ]
 

@@ -34,6 +34,8 @@ def rollouts(
 CHART_VALUES = ("--set", "rollouts.enabled=true")
 #: With a namespace selector the chart also grants list and watch on Namespaces.
 SELECTOR_VALUES = (*CHART_VALUES, "--set", "namespaceSelector=restarter-tests")
+#: With the blocking-pod gate the chart also grants list on Pods.
+POD_GATE_VALUES = (*CHART_VALUES, "--set", "gates.blockingPodSelector=job")
 
 
 @pytest.fixture(autouse=True)
@@ -45,6 +47,8 @@ def operators_as_the_chart(chart_identities: ChartIdentities) -> Iterator[None]:
 
     def identity(args: list[str]) -> Path:
         values = SELECTOR_VALUES if "--namespace-selector" in args else CHART_VALUES
+        if "--gate-blocking-pods" in args:
+            values = POD_GATE_VALUES
         kubeconfig = chart_identities.get(*values).kubeconfig
         if not before:
             before.append(chart_identities.refusals())

@@ -161,7 +161,11 @@ def test_schema_refuses_a_namespace_selector_with_a_namespace_list(cluster: Clus
         if doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == "ok-restarter"
         for rule in doc["rules"]
     ]
-    assert {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]} in rules
+    assert {
+        "apiGroups": [""],
+        "resources": ["namespaces"],
+        "verbs": ["get", "list", "watch"],
+    } in rules
 
 
 def test_install_creates_every_object_and_uninstall_leaves_none(

@@ -31,6 +31,15 @@ def posted(tree: ast.AST) -> set[str]:
             take(value.value)
         elif isinstance(value, ast.Name) and value.id in CONSTANTS:
             found.add(CONSTANTS[value.id])
+        elif isinstance(value, ast.IfExp):
+            take(value.body)
+            take(value.orelse)
+        elif (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr == "as_warning"
+        ):
+            take(value.func.value)
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
@@ -61,8 +70,16 @@ kopf.event(obj, type="Normal", reason=reasons.RESTARTED, message=m)
 api.post_event(plural, ns, name, uid, {"type": "Warning", "reason": "Other", "message": m})
 post(obj, reason=ROLLOUT_STALLED.name)
 post(obj, reason=reason)
+post(obj, reason=RESTART_HELD.as_warning() if unread else INVALID_WINDOW)
 """
-    assert posted(ast.parse(code)) == {"Bogus", "Restarted", "Other", "RolloutStalled"}
+    assert posted(ast.parse(code)) == {
+        "Bogus",
+        "Restarted",
+        "Other",
+        "RolloutStalled",
+        "RestartHeld",
+        "InvalidWindow",
+    }
 
 
 def test_every_reason_the_code_posts_is_declared() -> None:

@@ -15,8 +15,9 @@ import restarter
 
 PACKAGE = Path(restarter.__file__).parent
 #: What the pure model may import besides the standard library and itself.
-#: msgspec decodes bodies into plain values: no I/O, no client.
-MODEL_LIBRARIES = {"pytz", "croniter", "msgspec"}
+#: msgspec decodes bodies into plain values: no I/O, no client; cryptography reads a
+#: certificate's expiry.
+MODEL_LIBRARIES = {"pytz", "croniter", "msgspec", "cryptography"}
 #: Modules beside the layers: the package and ``python -m restarter``.
 BESIDE_THE_LAYERS = {"restarter", "restarter.__main__"}
 

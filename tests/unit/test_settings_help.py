@@ -38,8 +38,22 @@ SAMPLES = {
     "--reloader-annotations": "true",
     "--reloader-window": "03.00",
     "--no-rollouts": "false",
+    "--hold": "change freeze",
+    "--certificate-margin": "2h",
+    "--notify-batch": "30s",
+    "--gate-alertmanager-url": "http://127.0.0.1:9093",
+    "--gate-alert-filter": "severity=critical",
+    "--gate-blocking-pods": "app=backup",
+    "--gate-namespace-only": "true",
+    "--gate-fail-open": "true",
 }
-SWITCHES = {"--leader-election", "--reloader-annotations", "--no-rollouts"}
+SWITCHES = {
+    "--leader-election",
+    "--reloader-annotations",
+    "--no-rollouts",
+    "--gate-namespace-only",
+    "--gate-fail-open",
+}
 
 
 @pytest.fixture(scope="module")

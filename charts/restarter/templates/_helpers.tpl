@@ -60,11 +60,22 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+{{- if .Values.gates.blockingPodSelector }}
+# The blocking-pod gate: list pods matching its selector (metadata only).
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list]
+{{- end }}
 {{- if .Values.namespaceSelector }}
 # With namespaceSelector: list and watch Namespaces, to act in those whose labels match.
 - apiGroups: [""]
   resources: [namespaces]
-  verbs: [list, watch]
+  verbs: [get, list, watch]
+{{- else if not .Values.namespaces }}
+# Read a Namespace's restarter.io/hold before a due restart there.
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [get]
 {{- end }}
 {{- end -}}
 

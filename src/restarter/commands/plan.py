@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from restarter.commands import planning
+from restarter.commands import plan_holds, planning
+from restarter.commands.plan_at import parse_at
 from restarter.model.kinds import KINDS, WORKLOAD_KINDS
 from restarter.model.schedule import ScheduleError, parse_length, parse_zone
 from restarter.model.windows import format_length
@@ -54,6 +55,12 @@ class PlanOptions:
     context: str | None = None
     """A context of the kubeconfig, as kubectl's ``--context``; None: its current context."""
 
+    hold: str = ""
+    """The operator's ``--hold`` reason, like its ``RESTARTER_HOLD``: every restart held."""
+
+    at: dt.datetime | None = None
+    """``--at``: the instant the plan is shown as of (holds still as of now); None: now."""
+
 
 def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     defaults = Settings()
@@ -77,6 +84,18 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     parser.add_argument("--kubeconfig", help="default: $KUBECONFIG, then ~/.kube/config")
     parser.add_argument("--context", help="default: the kubeconfig's current context")
+    parser.add_argument(
+        "--at",
+        metavar="TIME",
+        help="show the plan as of this instant: 2026-03-29T03:00+02:00, or a local time in "
+        "a named zone, '2026-03-29 03:00 Europe/Warsaw' (holds are shown as of now, alerts "
+        "are not predicted); default: now",
+    )
+    parser.add_argument(
+        "--hold",
+        default=env.get("RESTARTER_HOLD", defaults.hold),
+        help="the operator's --hold reason, shown as holding every restart; as the operator's",
+    )
     return parser
 
 
@@ -93,6 +112,8 @@ def parse_options(argv: Sequence[str], env: Mapping[str, str]) -> PlanOptions:
         default_length=parse_length(args.window_length),
         kubeconfig=args.kubeconfig,
         context=args.context,
+        hold=args.hold.strip(),
+        at=None if args.at is None else parse_at(args.at),
     )
 
 
@@ -133,6 +154,13 @@ def render(rows: list[planning.PlanRow], namespace: str | None, output: str) -> 
     return planning.to_table(rows, with_namespace=namespace is None)
 
 
+def _unreadable_namespace(namespace: str, why: str) -> None:
+    print(
+        f"restarter plan: cannot read namespace {namespace} ({why}): a hold set on it is not shown",
+        file=sys.stderr,
+    )
+
+
 def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     try:
         options = parse_options(argv, os.environ if env is None else env)
@@ -149,7 +177,12 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     except PlanError as error:
         print(f"restarter plan: {error}", file=sys.stderr)
         return 1
-    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    rows = planning.plan(workloads, now, options.default_zone, options.default_length)
+    now = options.at or dt.datetime.now(dt.UTC).replace(microsecond=0)
+    hold_of = plan_holds.HoldsAsOfNow(api, options.hold, _unreadable_namespace)
+    rows = planning.plan(
+        workloads, now, options.default_zone, options.default_length, hold_of.hold_of
+    )
+    if options.at is not None and options.output == "table":
+        print(f"as of {options.at:%Y-%m-%d %H:%M:%S} UTC (holds as of now)")
     print(render(rows, namespace, options.output))
     return 0

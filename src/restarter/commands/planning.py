@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from restarter.model import keys, restart_decisions, stamps, windows
+from restarter.model import certificates, keys, restart_decisions, stamps, windows
+from restarter.model.holds import Hold
 from restarter.model.kinds import WORKLOAD_KINDS
 from restarter.model.schedule import ScheduleError, next_restart, parse_zone
 from restarter.services.settings import Settings
@@ -43,7 +44,8 @@ PAUSED = "paused"  # a paused Deployment: a due restart waits until it is resume
 OPTED_OUT = "opted-out"  # restarter.io/ignore: the operator drops the marks, restarts nothing
 INVALID = "invalid"  # this mark cannot be read; it never triggers a restart
 DONE = "done"  # already restarted for this very change: the operator drops the mark
-STATES = (WAITING, DUE, PAUSED, OPTED_OUT, INVALID, DONE)
+HELD = "held"  # a restarter.io/hold (or the operator's --hold) keeps it waiting, as of now
+STATES = (WAITING, DUE, PAUSED, OPTED_OUT, INVALID, DONE, HELD)
 
 
 @dataclass(frozen=True)
@@ -125,9 +127,14 @@ def _notes(
 
 
 def workload_rows(
-    plural: str, workload: Mapping[str, Any], now: dt.datetime, defaults: Settings
+    plural: str,
+    workload: Mapping[str, Any],
+    now: dt.datetime,
+    defaults: Settings,
+    hold: Hold | None = None,
 ) -> list[PlanRow]:
-    """The rows of one workload; none when it carries no pending mark."""
+    """The rows of one workload; none when it carries no pending mark. ``hold``: what holds
+    its restarts now, if anything."""
     metadata = workload.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
     if not stamps.has_pending(annotations):
@@ -144,12 +151,20 @@ def workload_rows(
     # Ties go to the first source by name, so the note is stable.
     restarted_by = min(sorted(restarts), key=lambda source: restarts[source], default=None)
     restart_at = None if restarted_by is None else restarts[restarted_by]
+    # A certificate deadline moves the restart before its window (as the timer decides).
+    early = certificates.earliest_deadline(annotations)
+    if early is not None and restart_at is not None and early.at < restart_at:
+        restart_at = early.at
+    else:
+        early = None
     opted_out = stamps.opted_out(annotations)
     paused = bool((workload.get("spec") or {}).get("paused"))
 
     rows = []
     for read in reads:
         notes = list(_notes(read, annotations, None if opted_out else restarted_by))
+        if early is not None and not opted_out and read.mark.token not in done:
+            notes.append(early.describe(now))
         if opted_out:
             state = OPTED_OUT
             notes.append(f"{keys.IGNORE} is true: the marks are dropped, nothing restarts")
@@ -161,6 +176,9 @@ def workload_rows(
         elif paused:
             state = PAUSED
             notes.append("paused: a due restart waits until the Deployment is resumed")
+        elif hold is not None:
+            state = HELD
+            notes.append(f"{hold.describe()}; it restarts in a window open once it is removed")
         elif restart_at is not None and restart_at <= now:
             state = DUE
         else:
@@ -194,10 +212,16 @@ def plan(
     now: dt.datetime,
     default_zone: str,
     default_length: dt.timedelta,
+    hold_of: Callable[[Mapping[str, Any]], Hold | None] = lambda _: None,
 ) -> list[PlanRow]:
-    """Rows of every pending workload, sorted; legacy marks use the default zone and length."""
+    """Rows of every pending workload, sorted; legacy marks use the default zone and length.
+    ``hold_of`` tells what holds a workload now."""
     defaults = Settings(timezone=default_zone, window_length=default_length)
-    rows = [row for plural, item in workloads for row in workload_rows(plural, item, now, defaults)]
+    rows = [
+        row
+        for plural, item in workloads
+        for row in workload_rows(plural, item, now, defaults, hold_of(item))
+    ]
     return sorted(rows, key=lambda row: (row.namespace, row.kind, row.name, row.source))
 
 

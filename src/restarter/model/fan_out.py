@@ -5,7 +5,7 @@ and window: most dependents share one)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -91,11 +91,14 @@ def plan_fan_out(
     settings: WindowSettings,
     change_id: str,
     now: dt.datetime,
+    deadline: Mapping[str, str] | None = None,
 ) -> FanOut:
     """Only the workloads that read a changed key (``readers``: all of them when which
     keys changed is unknown), each with the changed keys it reads, in its own window when
     it opted in for this source (the workload's window wins), else in the source's
-    (``source_window``; None: the label's cannot be read, or there is no label)."""
+    (``source_window``; None: the label's cannot be read, or there is no label). Every
+    stamp also carries ``deadline``: the certificate deadline of the data its pods run
+    (``certificates.stamp_deadline``), if any."""
     requests: dict[Dependent, windows.WindowRequest] = {}
     unreadable: list[UnreadableWindow] = []
     for target in readers:
@@ -121,4 +124,6 @@ def plan_fan_out(
         (read, request): stamps.stamp_patch(kind, name, now, request, change_id, read)
         for read, request in {(reads[dependent], requests[dependent]) for dependent in requests}
     }
+    for patch in patches.values():
+        patch["metadata"]["annotations"] |= deadline or {}
     return FanOut(requests, reads, patches, len(readers) - len(requests), tuple(unreadable))

@@ -53,6 +53,19 @@ WORKLOAD_RESTART_AT = f"{PREFIX}/restart-at"
 #: Annotation on a workload: ``"true"`` opts it out; restarter never restarts it.
 IGNORE = f"{PREFIX}/ignore"
 
+#: Annotation on a workload or a Namespace: ``"<reason>"`` holds its restarts (every
+#: restart in the namespace) until removed; the marks stay, nothing is lost.
+HOLD = f"{PREFIX}/hold"
+
+#: Annotation on a source, written with the checksum: the earliest X.509 ``notAfter``
+#: (RFC 3339, UTC) among the certificates in the data it was taken of. A certificate's
+#: expiry is public; nothing else of the data is read into it.
+NOT_AFTER = f"{PREFIX}/not-after"
+
+#: Annotation on a source: how long before that expiry its dependents restart at the
+#: latest (``30m``, ``2h``), overriding the operator's ``--certificate-margin``.
+CERTIFICATE_MARGIN = f"{PREFIX}/certificate-margin"
+
 #: Annotation on a workload: comma list of Secrets it depends on beyond its pod template.
 DEPENDS_ON_SECRETS = f"{PREFIX}/secrets"
 
@@ -66,8 +79,15 @@ PENDING_MARK = f"pending-restart.{PREFIX}"
 #: (``{"at":"03.00","length":"1h","source":"Secret/db","timezone":"UTC"}``).
 WINDOW_MARK = f"restart-at.{PREFIX}"
 
-#: How the annotation keys of a pending mark (both halves) begin.
-MARK_PREFIXES = (PENDING_MARK + "/", WINDOW_MARK + "/")
+#: Annotation prefix on a workload: ``<epoch seconds>`` names the instant by which it
+#: restarts at the latest, as the certificate its pods run with expires; the value is JSON
+#: (``{"notAfter":"2026-01-01T00:00:00Z","source":"Secret/tls"}``). One key per deadline, so
+#: a merge patch for a later change adds its own and the earliest is kept; removed with the
+#: marks.
+DEADLINE = f"deadline.{PREFIX}"
+
+#: How the annotation keys of a pending mark (both halves, and its deadlines) begin.
+MARK_PREFIXES = (PENDING_MARK + "/", WINDOW_MARK + "/", DEADLINE + "/")
 
 #: Label on a workload while it has pending marks: kopf's watch of workloads selects it
 #: server-side, so kopf (its timers, finalizer and memory) sees only pending workloads.
@@ -97,7 +117,7 @@ KOPF_PREFIX = f"{PREFIX}.kopf"
 #: patch the code builds strays from them.
 WRITTEN: dict[str, tuple[str, ...]] = {
     # On a Secret or ConfigMap. Not kopf's prefix: a diff base there would copy its data.
-    "sourceAnnotations": (CHECKSUM, KEY_DIGESTS, CHANGE),
+    "sourceAnnotations": (CHECKSUM, KEY_DIGESTS, CHANGE, NOT_AFTER),
     "workloadAnnotations": (RESTART_TS, RESTARTED_FOR),
     # The pending marks, and kopf's own progress, diff base and markers on workloads.
     "workloadAnnotationPrefixes": (*MARK_PREFIXES, f"{KOPF_PREFIX}/"),

@@ -9,7 +9,7 @@ Pure: no imports beyond the standard library.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 NORMAL = "Normal"
 WARNING = "Warning"
@@ -28,9 +28,22 @@ class Reason:
     on: str
     meaning: str
     """One line for users: when it is posted and what it means."""
+    warns: bool = False
+    """Also posted as a Warning (``as_warning``), when ``meaning`` says."""
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def types(self) -> str:
+        """The types it is posted with, as the reference page lists them."""
+        return f"{self.type} or {WARNING}" if self.warns else self.type
+
+    def as_warning(self) -> Reason:
+        """The same reason posted as a Warning; only for a reason declared ``warns``."""
+        if not self.warns:
+            raise ValueError(f"Event reason {self.name} is not declared to warn")
+        return replace(self, type=WARNING)
 
 
 CHANGE_DETECTED = Reason(
@@ -86,7 +99,26 @@ RESTARTED = Reason(
     "Restarted",
     NORMAL,
     WORKLOAD,
-    "restarted in its window; names the sources and the `restartedAt` value",
+    "restarted in its window, or before it for a certificate deadline (`before its window: "
+    "the certificate it runs with ... expires at ...`, a Warning when it already expired); "
+    "names the sources and the `restartedAt` value",
+    warns=True,
+)
+RESTART_HELD = Reason(
+    "RestartHeld",
+    NORMAL,
+    WORKLOAD,
+    "due, but held: by `restarter.io/hold` on it or its Namespace, the operator's `--hold`, "
+    "a firing alert or a blocking pod (named); it stays pending. A Warning when the "
+    "Namespace or a gate could not be read (fail closed)",
+    warns=True,
+)
+INVALID_CERTIFICATE_MARGIN = Reason(
+    "InvalidCertificateMargin",
+    WARNING,
+    SOURCE,
+    "its `restarter.io/certificate-margin` cannot be read; the operator's "
+    "`--certificate-margin` is used",
 )
 RESTART_DEFERRED = Reason(
     "RestartDeferred",
@@ -143,6 +175,8 @@ REASONS: dict[str, Reason] = {
         CHANGE_NOT_RECORDED,
         RESTART_SCHEDULED,
         RESTARTED,
+        RESTART_HELD,
+        INVALID_CERTIFICATE_MARGIN,
         RESTART_DEFERRED,
         RESTART_SKIPPED,
         INVALID_PENDING_MARK,

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from restarter.model import keys, kinds
+from restarter.model import certificates, keys, kinds
 from restarter.model.kinds import DEPLOYMENTS, Restart, WorkloadKind
 from restarter.model.schedule import (
     Immediately,
@@ -57,6 +57,9 @@ class RestartDecision:
     next_due: dt.datetime | None = None
     """For WAIT: the earliest instant a window can restart it (a window open now but that
     already restarted it counts from its next start)."""
+    deadline: certificates.Deadline | None = None
+    """For RESTART: the certificate deadline that moved it before its window (no window
+    of its marks is open)."""
 
 
 #: Seconds a ``restart-ts`` may lie ahead of ``now`` and still be restarter's own: the
@@ -117,16 +120,22 @@ def decide_restart(
     next_start = earliest([window for _, window in requested], now).next_start(now)
     last = last_restart(annotations, now)
     open_now = [(mark, window) for mark, window in requested if is_due(window, now, last)]
-    if not open_now:
+    # A certificate deadline moves a restart before its window, never after it.
+    early = certificates.earliest_deadline(annotations)
+    if open_now:
+        due, closes = _due_and_closes(open_now, now)
+        early = None
+    elif early is not None and early.at <= now:
+        due, closes = early.at, None  # it never closes: pacing may hold it, not a window
+    else:
         next_due = min(next_restart(window, now, last) for _, window in requested)
         return RestartDecision(
             Action.WAIT,
             next_start=next_start,
             sources=sources,
             problems=tuple(problems),
-            next_due=next_due,
+            next_due=next_due if early is None else min(next_due, early.at),
         )
-    due, closes = _due_and_closes(open_now, now)
     if (workload.get("spec") or {}).get("paused"):
         return RestartDecision(
             Action.PAUSED, next_start=next_start, sources=sources, problems=tuple(problems)
@@ -139,6 +148,7 @@ def decide_restart(
         problems=tuple(problems),
         due=due,
         closes=closes,
+        deadline=early,
     )
 
 

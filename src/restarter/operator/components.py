@@ -19,6 +19,8 @@ from restarter.operator.trimming import Trimmer
 from restarter.restarting.admitting import Admissions, Admitter
 from restarter.restarting.checking import ObjectLog, SourceChecks
 from restarter.restarting.finalizer_release import FinalizerReleaser, ReleaseFailed
+from restarter.restarting.gating import Gates
+from restarter.restarting.holding import HoldReader
 from restarter.restarting.observing import PacerSweeper, WorkloadObserver
 from restarter.restarting.pacing import Pacer
 from restarter.restarting.scoping import ScopeFollower
@@ -26,6 +28,7 @@ from restarter.restarting.stamping import SourceContext, SourceTurns
 from restarter.restarting.ticking import TimerContext
 from restarter.services import events
 from restarter.services.kube import Api
+from restarter.services.notifications import Notifier
 from restarter.services.settings import Settings
 
 #: The log of sources kopf does not watch (unlabelled ones that workloads opted in for).
@@ -57,6 +60,13 @@ class Components:
         # A due workload that stops asking for a slot for over two ticks leaves the queue.
         self.pacer = Pacer(settings.pacing, stale_after=2.5 * settings.timer_interval)
         self.seen = SeenMarks()
+        # What holds a due restart: holds on it, its Namespace or the operator, and gates.
+        gates = Gates(api, settings.gates) if settings.gates.enabled else None
+        self.holds = HoldReader(api, settings.hold, gates)
+        # Notifications of the Events the Event path posts (their URLs carry tokens).
+        self.notifier = None
+        if settings.notify_urls:
+            self.notifier = Notifier(settings.notify_urls, settings.notify_batch.total_seconds())
         # Pending workloads reach kopf's timers when their window opens, a bounded number
         # at once.
         admissions = Admissions(settings.max_timers)
@@ -122,6 +132,7 @@ class Components:
             seen=self.seen,
             memo=memo,
             logger=logger,
+            holds=self.holds,
         )
 
     def _check_in_scope(self, kind: str, namespace: str, name: str) -> None:
@@ -154,6 +165,9 @@ class Components:
         self.sweeper.start()
         self.admitter.start()
         self.trimmer.start()
+        if self.notifier is not None:
+            events.listen(self.notifier.told)
+            self.notifier.start()
         if not self.watcher.in_sync.wait(STARTUP_SYNC_TIMEOUT):
             logger.warning(
                 f"workloads not listed after {STARTUP_SYNC_TIMEOUT:g}s; changes of sources "
@@ -169,6 +183,9 @@ class Components:
         self.sweeper.stop()
         self.admitter.stop()
         self.trimmer.stop()
+        if self.notifier is not None:
+            events.unlisten(self.notifier.told)
+            self.notifier.stop()
         try:
             released = FinalizerReleaser(
                 self.api, self.settings.namespaces, logger.debug

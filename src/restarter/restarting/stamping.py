@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from restarter.cluster.reference_map import ReferenceMap
 from restarter.model import (
+    certificates,
     checksums,
     keys,
     reasons,
@@ -235,8 +236,11 @@ def record(
     namespace, name = metadata["namespace"], metadata["name"]
     what, digests = SOURCE_KINDS[kind], key_change.record
     every = f"every workload that uses this {what} restarts on its next data change"
+    # The earliest certificate expiry of the same data goes with the checksum (deadlines).
+    expiry = certificates.expiry_annotation(kind, source)
     try:
         patch = source_changes.checksum_patch(current, digests, drop_digests=True)
+        patch["metadata"]["annotations"] |= expiry
         api.patch_source(kind, namespace, name, patch)
     except Exception as error:
         sent = "the checksum" if digests is None else "the checksum and key digests"
@@ -250,6 +254,7 @@ def record(
             return None
         # The digests may be what was refused: the checksum alone still records the change.
         alone = source_changes.checksum_patch(current, None, drop_digests=True)
+        alone["metadata"]["annotations"] |= expiry
         try:
             api.patch_source(kind, namespace, name, alone)
         except Exception as again:
@@ -280,6 +285,24 @@ def record(
         return "the checksum only"
     form = "per key" if isinstance(digests, checksums.KeyDigests) else "per bucket of keys"
     return f"the checksum and its key digests ({form})"
+
+
+def stamped_deadline(context: SourceContext, source: Mapping[str, Any]) -> dict[str, str]:
+    """The deadline annotation a change's stamps carry: the expiry recorded on the source
+    for the data its dependents run, less the margin; none without one. A margin that
+    cannot be read is a Warning, and the operator's margin is used."""
+    metadata = source["metadata"]
+    named = f"{SOURCE_KINDS[context.kind]}/{metadata['name']}"
+    default = context.settings.certificate_margin
+    try:
+        return certificates.stamp_deadline(metadata, named, default) or {}
+    except ScheduleError as error:
+        message = f"{error}; the operator's margin is used"
+        context.logger.warning(message)
+        context.events.post(source, reason=reasons.INVALID_CERTIFICATE_MARGIN, message=message)
+        without = {k: v for k, v in (metadata.get("annotations") or {}).items()}
+        without.pop(keys.CERTIFICATE_MARGIN, None)
+        return certificates.stamp_deadline({"annotations": without}, named, default) or {}
 
 
 def _not_recorded(change: Change, what: str, refusal: str) -> str:
@@ -351,7 +374,11 @@ def unseen_change(context: SourceContext, source: Mapping[str, Any]) -> tuple[Ch
     change, current = source_changes.classify(source, seen.get(key))
     # seen holds a checksum only once it is recorded on the source: a body older than
     # that record (an event of our own change annotation) is not a new change.
-    recorded = change is Change.UNCHANGED and source_changes.key_digests_current(source, current)
+    recorded = (
+        change is Change.UNCHANGED
+        and source_changes.key_digests_current(source, current)
+        and certificates.expiry_current(context.kind, source)
+    )
     if recorded or seen.get(key) == current:
         seen[key] = current
         return None
@@ -453,12 +480,14 @@ def reconcile_source(
         return recorded
 
     if change is Change.UNCHANGED:
-        # The checksum was recorded alone (its digests had no room, or were refused): the
-        # data is as it was then, so nothing restarts; digests recorded now let the next
-        # change name its keys.
-        recorded = (
-            None if source_changes.key_digests_current(source, current) else record_checksum()
-        )
+        # The checksum was recorded alone (its digests had no room, or were refused), or
+        # without the certificates' expiry: the data is as it was then, so nothing
+        # restarts; digests recorded now let the next change name its keys.
+        current_digests = source_changes.key_digests_current(source, current)
+        if current_digests and certificates.expiry_current(kind, source):
+            recorded = None
+        else:
+            recorded = record_checksum()
         if recorded:
             logger.info(f"unchanged data: recorded {recorded}; nothing restarts")
         seen[kind, namespace, name] = current
@@ -485,6 +514,7 @@ def reconcile_source(
         settings=context.settings,
         change_id=change_id,
         now=now,
+        deadline=stamped_deadline(context, source),
     )
     for unreadable in plan.unreadable:
         _invalid_workload_window(
@@ -576,13 +606,16 @@ def send_stamps(
         asked_for = plan.requests[dependent]
         last = restart_decisions.last_restart(annotations, now)
         when = next_restart(asked_for.window(), now, last)
+        early = certificates.earliest_deadline(plan.patch_for(dependent)["metadata"]["annotations"])
+        before = "" if early is None or early.at >= when else f"; {early.describe(now)}"
+        when = when if early is None else min(when, max(early.at, now))
         try:
             direct.post(
                 reference,
                 reason=reasons.RESTART_SCHEDULED,
                 message=f"{what} changed ({describe_keys(plan.reads[dependent])}); restart "
                 f"scheduled in window {asked_for.describe()}{ORIGIN_NOTES[asked_for.origin]} "
-                f"(next restart {_when(when, asked_for.timezone)})",
+                f"(next restart {_when(when, asked_for.timezone)}{before})",
             )
         except Exception:  # the stamp landed: a lost Event loses no restart
             return EVENT_LOST

@@ -12,11 +12,13 @@ from typing import Any
 
 from restarter.cluster.seen_marks import SeenMarks
 from restarter.model import keys, reasons, restart_decisions, stamps, timer_admission
+from restarter.model.certificates import Deadline
+from restarter.model.holds import Hold
 from restarter.model.kinds import KINDS, WORKLOAD_KINDS
 from restarter.model.references import WorkloadKey, workload_key
 from restarter.model.resource_versions import compare_versions
 from restarter.model.restart_decisions import Action
-from restarter.restarting import pacing
+from restarter.restarting import holding, pacing
 from restarter.services import events, metrics
 from restarter.services.kube import Api, Conflict
 from restarter.services.settings import Settings
@@ -49,6 +51,9 @@ class TimerMemo:
 
     refused: tuple[dt.datetime, str] | None = None
     """Pacing refused a slot in an open window: when the window closes, and why."""
+
+    reported_hold: str | None = None
+    """The hold last reported on a due restart (``RestartHeld``, once per hold)."""
 
 
 #: The key of the ``TimerMemo`` in kopf's memo of a workload.
@@ -122,6 +127,9 @@ class TimerContext:
 
     logger: logging.Logger | logging.LoggerAdapter[Any]
     """kopf's logger of this workload."""
+
+    holds: holding.HoldReader | None = None
+    """Reads the holds on a due restart; None reads none."""
 
     @property
     def kind(self) -> str:
@@ -209,6 +217,12 @@ async def restart_when_due(timer: TimerContext, workload: Mapping[str, Any]) -> 
         await asyncio.to_thread(_act, timer, workload, now, may_restart=False)
         return
     key = workload_key(timer.plural, workload)
+    if timer.holds is not None:
+        hold = await asyncio.to_thread(timer.holds.hold_of, workload)
+        _report_hold(timer, workload, hold)
+        if hold is not None:
+            timer.pacer.withdraw(key)
+            return
     if not await _slot(timer, key, decision):
         return
     restarted: Mapping[str, Any] | None = None
@@ -300,7 +314,7 @@ def _act(
         if not restart:
             _report_clear(timer, sent, decision)
             return None
-        _report_restart(timer, fresh, sent, decision.sources, now)
+        _report_restart(timer, fresh, sent, decision.sources, now, decision.deadline)
         return sent
     timer.logger.info("changed while deciding; deciding again on the next tick")
     return None
@@ -326,8 +340,10 @@ def _report_restart(
     restarted: Mapping[str, Any],
     sources: tuple[str, ...],
     at: dt.datetime,
+    deadline: Deadline | None = None,
 ) -> None:
-    """The restart's count, change-to-restart time, log line and ``Restarted`` Event."""
+    """The restart's count, change-to-restart time, log line and ``Restarted`` Event (a
+    Warning when a certificate deadline moved it and that certificate already expired)."""
     metrics.RESTARTS.labels(timer.kind, "restarted").inc()
     stamped = [
         mark.since
@@ -336,12 +352,40 @@ def _report_restart(
     ]
     if stamped:
         metrics.CHANGE_TO_RESTART.observe(max(0.0, at.timestamp() - min(stamped)))
+    when = "in window" if deadline is None else deadline.describe(at)
     message = (
-        f"restarted in window (pending for {', '.join(sources)}); "
+        f"restarted {when} (pending for {', '.join(sources)}); "
         f"restartedAt {at.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
     )
     timer.logger.info(message)
-    events.QUEUED.post(restarted, reason=reasons.RESTARTED, message=message)
+    expired = deadline is not None and deadline.expired(at)
+    if deadline is not None:
+        metrics.DEADLINE_RESTARTS.labels(timer.kind, "expired" if expired else "before").inc()
+    events.QUEUED.post(
+        restarted,
+        reason=reasons.RESTARTED.as_warning() if expired else reasons.RESTARTED,
+        message=message,
+    )
+
+
+def _report_hold(timer: TimerContext, workload: Mapping[str, Any], hold: Hold | None) -> None:
+    """A due restart held: ``RestartHeld`` once per hold (a Warning when its namespace or a
+    gate could not be read); the report is forgotten once nothing holds it."""
+    if hold is None:
+        timer.state.reported_hold = None
+        return
+    description = hold.describe()
+    if timer.state.reported_hold == description:
+        return
+    timer.state.reported_hold = description
+    metrics.HELD.labels(timer.kind, hold.where).inc()
+    message = f"restart due but {description}; it stays pending until the hold is removed"
+    timer.logger.info(message)
+    events.QUEUED.post(
+        workload,
+        reason=reasons.RESTART_HELD.as_warning() if hold.unreadable else reasons.RESTART_HELD,
+        message=message,
+    )
 
 
 def _report_clear(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import logging
 import queue
@@ -399,6 +400,27 @@ class Api:
             self._workload_method("read", plural), namespace, name, bodies.decode_object
         )
 
+    def read_namespace(self, name: str) -> dict[str, Any] | None:
+        """A Namespace as it is now (for its ``restarter.io/hold``), or None if gone."""
+
+        def namespace(name: str, _namespace: str, **options: Any) -> Any:
+            return self._core.read_namespace(name, **options)
+
+        return self._read(namespace, "", name)
+
+    def selected_pods(self, namespace: str | None, selector: str) -> list[str]:
+        """``namespace/name`` of every pod matching ``selector`` (None: in any namespace),
+        listed as metadata only."""
+        lister: Callable[..., Any]
+        if namespace:
+            lister = functools.partial(self._core.list_namespaced_pod, namespace)
+        else:
+            lister = self._core.list_pod_for_all_namespaces
+        return sorted(
+            f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+            for metadata in self._selected_metadata(lister, selector)
+        )
+
     def served(self, plural: str) -> bool:
         """True when the API server serves the kind (its group version's discovery lists
         it): how restarter notices that the Rollout CRD was installed. Discovery needs no
@@ -510,18 +532,11 @@ class Api:
 
     def pod_names(self, namespace: str, selector: str) -> list[str]:
         """The names of the pods in ``namespace`` that ``selector`` selects, sorted."""
-        response = retrying_timed(
-            lambda timeout: self._core.list_namespaced_pod(
-                namespace,
-                label_selector=selector,
-                _headers=METADATA_LIST,
-                _request_timeout=timeout,
-                _preload_content=False,
-            ),
-            "list",
+        lister = functools.partial(self._core.list_namespaced_pod, namespace)
+        return sorted(
+            str(metadata.get("name") or "?")
+            for metadata in self._selected_metadata(lister, selector)
         )
-        items = self._plain(response).get("items") or []
-        return sorted(str((item.get("metadata") or {}).get("name") or "?") for item in items)
 
     def list_namespaces(self, continue_token: str | None, limit: int) -> dict[str, Any]:
         """One page of a consistent list of Namespaces."""
@@ -548,9 +563,14 @@ class Api:
             lister = self._lister(resource, namespace)
         else:
             lister = self._source_lister(resource, namespace)
+        return self._selected_metadata(lister, label)
+
+    def _selected_metadata(self, lister: Callable[..., Any], selector: str) -> list[dict[str, Any]]:
+        """The metadata of every object ``lister`` lists under a label selector (a
+        metadata-only list: never a source's data)."""
         response = retrying_timed(
             lambda timeout: lister(
-                label_selector=label,
+                label_selector=selector,
                 _headers=METADATA_LIST,
                 _request_timeout=timeout,
                 _preload_content=False,

@@ -83,6 +83,31 @@ SOURCE_PATCH_ERRORS = Counter(
     "answer). Each is also a Warning Event on the source.",
     ["kind", "status"],
 )
+HELD = Counter(
+    "restarter_restarts_held_total",
+    "Due restarts found held (each hold counted once per workload, when first reported), "
+    "by workload kind and where the hold was set: workload, namespace (also a namespace "
+    "that could not be read) or operator.",
+    ["kind", "where"],
+)
+DEADLINE_RESTARTS = Counter(
+    "restarter_deadline_restarts_total",
+    "Restarts moved before their window by a certificate deadline, by workload kind and "
+    "whether the certificate the pods ran with had already expired: before, expired.",
+    ["kind", "when"],
+)
+NOTIFICATIONS = Counter(
+    "restarter_notifications_total",
+    "Notification messages (each a batch of one namespace's Events) by result: sent, "
+    "failed (a URL did not take it).",
+    ["result"],
+)
+GATE_ERRORS = Counter(
+    "restarter_gate_errors_total",
+    "Reads of a gate's source that failed, by gate: alerts (Alertmanager) or pods. Restarts "
+    "wait meanwhile unless the gates fail open.",
+    ["gate"],
+)
 LEADER = Gauge(
     "restarter_leader",
     "1 while this replica is the one acting (holds the Lease or runs alone), else 0.",

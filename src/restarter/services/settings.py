@@ -7,8 +7,9 @@ import datetime as dt
 import os
 import textwrap
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from restarter.model.gates import GateError, GateSettings, parse_filter
 from restarter.model.limits import Limits
 from restarter.model.namespaces import NamespaceSelector, SelectorError, parse_selector
 from restarter.model.schedule import ScheduleError, parse_length, parse_zone
@@ -92,6 +93,27 @@ class Settings:
     ``restarter.io/restart-at``: ``now`` or ``HH.MM[_HH.MM...]``
     (``RESTARTER_RELOADER_WINDOW``)."""
 
+    hold: str = ""
+    """A reason: every restart is held (stays pending) while it is set; empty holds none
+    (``RESTARTER_HOLD``)."""
+
+    certificate_margin: dt.timedelta = dt.timedelta(hours=1)
+    """A change of a source holding certificates restarts its dependents at the latest this
+    long before the old certificate expires, even before their window; a source's
+    ``restarter.io/certificate-margin`` overrides it (``RESTARTER_CERTIFICATE_MARGIN``)."""
+
+    notify_urls: tuple[str, ...] = field(default=(), repr=False)
+    """apprise URLs told of restarts, holds and failed stamps; they carry tokens, so they are
+    read only from ``RESTARTER_NOTIFY_URLS`` (whitespace or comma separated; the chart
+    takes it from a Secret), never from a flag, and never logged."""
+
+    notify_batch: dt.timedelta = dt.timedelta(seconds=60)
+    """A namespace's notices go out as one message once none joined them for this long
+    (``RESTARTER_NOTIFY_BATCH``)."""
+
+    gates: GateSettings = field(default_factory=GateSettings)
+    """Alerts and blocking pods that hold due restarts (``RESTARTER_GATE_*``); off by default."""
+
     @property
     def pacing(self) -> Limits:
         return Limits(self.max_in_flight, self.max_per_minute, self.rollout_timeout.total_seconds())
@@ -174,7 +196,21 @@ def build(
         )
     except ScheduleError as error:
         raise SettingsError(f"reloader window {args.reloader_window!r}: {error}") from None
+    try:
+        certificate_margin = parse_length(args.certificate_margin)
+    except ScheduleError as error:
+        raise SettingsError(f"certificate margin: {error}") from None
+    notify_urls = tuple(env.get("RESTARTER_NOTIFY_URLS", "").replace(",", " ").split())
+    try:
+        notify_batch = parse_length(args.notify_batch)
+    except ScheduleError as error:
+        raise SettingsError(f"notification batch: {error}") from None
     return Settings(
+        gates=_gates(args),
+        notify_urls=notify_urls,
+        notify_batch=notify_batch,
+        hold=args.hold.strip(),
+        certificate_margin=certificate_margin,
         max_in_flight=_count("max in flight", args.max_in_flight),
         max_per_minute=_count("max per minute", args.max_per_minute),
         rollout_timeout=rollout_timeout,
@@ -372,7 +408,90 @@ def _parser(env: Mapping[str, str], commands: Sequence[tuple[str, str]]) -> argp
         "HH.MM (several joined by _)",
         "WINDOW",
     )
+    parser.add_argument(
+        "--hold",
+        default=env.get("RESTARTER_HOLD", defaults.hold),
+        metavar="REASON",
+        help="hold every restart (workloads stay pending) while set, for this reason "
+        "[RESTARTER_HOLD; default: none]",
+    )
+    option(
+        "--certificate-margin",
+        "RESTARTER_CERTIFICATE_MARGIN",
+        format_length(defaults.certificate_margin),
+        "restart a source's dependents at the latest this long before the certificate "
+        "they run with expires, even before their window",
+        "LENGTH",
+    )
+    parser.add_argument(
+        "--gate-alertmanager-url",
+        default=env.get("RESTARTER_GATE_ALERTMANAGER_URL", ""),
+        metavar="URL",
+        help="hold due restarts while alerts fire in this Alertmanager (its v2 API) "
+        "[RESTARTER_GATE_ALERTMANAGER_URL; default: none]",
+    )
+    parser.add_argument(
+        "--gate-alert-filter",
+        default=env.get("RESTARTER_GATE_ALERT_FILTER", ""),
+        metavar="MATCHERS",
+        help="only alerts matching these matchers hold restarts, like "
+        "'severity=critical,alertname=~Node.*' [RESTARTER_GATE_ALERT_FILTER; default: every "
+        "firing alert]",
+    )
+    parser.add_argument(
+        "--gate-blocking-pods",
+        default=env.get("RESTARTER_GATE_BLOCKING_PODS", ""),
+        metavar="SELECTOR",
+        help="hold due restarts while pods matching this label selector exist "
+        "[RESTARTER_GATE_BLOCKING_PODS; default: none]",
+    )
+    switch(
+        "--gate-namespace-only",
+        "RESTARTER_GATE_NAMESPACE_ONLY",
+        "true",
+        "only alerts labelled with, and blocking pods in, a workload's own namespace hold it",
+        "off",
+    )
+    switch(
+        "--gate-fail-open",
+        "RESTARTER_GATE_FAIL_OPEN",
+        "true",
+        "let restarts go when a gate cannot be read (a warning is logged and counted)",
+        "off: restarts wait",
+    )
+    option(
+        "--notify-batch",
+        "RESTARTER_NOTIFY_BATCH",
+        format_length(defaults.notify_batch),
+        "send a namespace's notifications (URLs from RESTARTER_NOTIFY_URLS only) as one "
+        "message once none joined them for this long",
+        "LENGTH",
+    )
     return parser
+
+
+def _gates(args: argparse.Namespace) -> GateSettings:
+    """The gates the flags ask for, checked: a URL, filter or selector that cannot be read
+    stops the start (a filter without a URL reads nothing)."""
+    url = args.gate_alertmanager_url.strip()
+    if url and not url.startswith(("http://", "https://")):
+        raise SettingsError(f"gate Alertmanager URL {url!r} must begin with http:// or https://")
+    pods = args.gate_blocking_pods.strip()
+    try:
+        matchers = parse_filter(args.gate_alert_filter)
+        if pods:
+            parse_selector(pods)
+    except GateError as error:
+        raise SettingsError(str(error)) from None
+    except SelectorError as error:
+        raise SettingsError(f"blocking pod selector: {error}") from None
+    return GateSettings(
+        alertmanager_url=url,
+        alert_filter=matchers,
+        blocking_pods=pods,
+        namespace_only=args.gate_namespace_only,
+        fail_open=args.gate_fail_open,
+    )
 
 
 def _count(what: str, text: str) -> int:

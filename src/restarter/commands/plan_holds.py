@@ -1,0 +1,51 @@
+"""What holds each pending workload now, for ``restarter plan``: its own annotation, its
+namespace's (read once per namespace), the operator's ``--hold``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from restarter.model import holds, stamps
+from restarter.model.holds import Hold
+from restarter.services.kube import Api
+
+
+class HoldsAsOfNow:
+    """``hold_of(workload)`` for ``planning.plan``; a namespace that cannot be read is told
+    once through ``unreadable`` (the user's kubeconfig may not read Namespaces) and its
+    hold left out."""
+
+    def __init__(
+        self, api: Api, operator_hold: str, unreadable: Callable[[str, str], None]
+    ) -> None:
+        self.api, self.operator_hold, self.unreadable = api, operator_hold, unreadable
+        self._namespaces: dict[str, Mapping[str, str] | None] = {}
+
+    def _annotations(self, namespace: str) -> Mapping[str, str] | None:
+        if namespace not in self._namespaces:
+            try:
+                found = self.api.read_namespace(namespace)
+                metadata = (found or {}).get("metadata") or {}
+                self._namespaces[namespace] = metadata.get("annotations") or {}
+            except Exception as error:
+                status = getattr(error, "status", None)
+                self.unreadable(
+                    namespace, f"HTTP {status}" if isinstance(status, int) else type(error).__name__
+                )
+                self._namespaces[namespace] = None
+        return self._namespaces[namespace]
+
+    def hold_of(self, workload: Mapping[str, Any]) -> Hold | None:
+        metadata = workload.get("metadata") or {}
+        annotations = metadata.get("annotations") or {}
+        if not stamps.has_pending(annotations):
+            return None
+        namespace = metadata.get("namespace", "")
+        return holds.find_hold(
+            annotations,
+            metadata.get("name", ""),
+            self._annotations(namespace),
+            namespace,
+            self.operator_hold,
+        )
