@@ -91,6 +91,19 @@ def ca_issuer(custom: Custom, namespace: str) -> None:
     wait_for(lambda: ready(custom, namespace, "issuers", "ca"), 60, message="CA Issuer Ready")
 
 
+def web_mounting_its_certificate(
+    cluster: Cluster, apps: Apps, custom: Custom, namespace: str
+) -> None:
+    """The CA Issuer, and Deployment ``web`` mounting Secret ``web-tls`` (its certificate,
+    not issued yet), rolled out."""
+    ca_issuer(custom, namespace)
+    apps.create_namespaced_deployment(
+        namespace,
+        deployment("web", volumes=[{"name": "tls", "secret": {"secretName": "web-tls"}}]),
+    )
+    rollout_finished(cluster, namespace, "web")
+
+
 def renew(custom: Custom, namespace: str, name: str) -> None:
     """What ``cmctl renew`` does: set the Certificate's Issuing condition to True."""
     cert = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "certificates", name)
@@ -138,12 +151,7 @@ def test_a_renewed_certificate_restarts_its_deployment_once_in_the_window_of_its
     namespace: str,
     operator: OperatorFactory,
 ) -> None:
-    ca_issuer(custom, namespace)
-    apps.create_namespaced_deployment(
-        namespace,
-        deployment("web", volumes=[{"name": "tls", "secret": {"secretName": "web-tls"}}]),
-    )
-    rollout_finished(cluster, namespace, "web")
+    web_mounting_its_certificate(cluster, apps, custom, namespace)
     running = operator("--timezone", "UTC")
     window, opens = next_window(ZONE, dt.timedelta(seconds=60))
     create(

@@ -20,13 +20,13 @@ from tests.certificates import self_signed
 from tests.conftest import Operator, wait_for
 from tests.integration.factories import deployment, secret, window_hours_away
 from tests.integration.test_cert_manager import (
-    ca_issuer,
     certificate,
     create,
     fingerprint,
     leaf,
     ready,
     renew,
+    web_mounting_its_certificate,
 )
 from tests.integration.test_operator_restarts import (
     TICKS,
@@ -72,12 +72,7 @@ def test_a_renewal_restarts_before_a_window_hours_away_when_the_old_certificate_
     namespace: str,
     operator: OperatorFactory,
 ) -> None:
-    ca_issuer(custom, namespace)
-    apps.create_namespaced_deployment(
-        namespace,
-        deployment("web", volumes=[{"name": "tls", "secret": {"secretName": "web-tls"}}]),
-    )
-    rollout_finished(cluster, namespace, "web")
+    web_mounting_its_certificate(cluster, apps, custom, namespace)
     operator()
     far = window_hours_away(6)
     # cert-manager's shortest duration (1 h); a 59 m margin puts the deadline a minute
