@@ -17,6 +17,7 @@ from restarter.model.references import WorkloadKey, workload_key
 from restarter.model.resource_versions import compare_versions
 from restarter.model.restart_decisions import Action
 from restarter.restarting import pacing
+from restarter.restarting.checking import ObjectLog
 from restarter.services import events, metrics
 from restarter.services.kube import Api, Conflict
 from restarter.services.settings import Settings
@@ -95,6 +96,8 @@ CLEARING = (Action.OPTED_OUT, Action.SATISFIED)
 
 #: Seconds between a waiting restart's requests for a pacing slot.
 PACING_POLL = 0.5
+#: Each restart's log line, named by its object (``[namespace/name]``).
+RESTARTS_LOG = logging.getLogger("restarter.restarts")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -340,8 +343,16 @@ def _report_restart(
         f"restarted in window (pending for {', '.join(sources)}); "
         f"restartedAt {at.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
     )
-    timer.logger.info(message)
-    events.QUEUED.post(restarted, reason=reasons.RESTARTED, message=message)
+    metadata = restarted["metadata"]
+    log = ObjectLog(RESTARTS_LOG, metadata["namespace"], metadata["name"])
+    log.info(message)
+    # Posted from this thread in one request, as each stamp posts its RestartScheduled: a
+    # window restarting thousands queues nothing in kopf's Event queue (its log line would
+    # be a second Event there, so it goes to restarter's own log).
+    try:
+        events.Direct(timer.api).post(restarted, reason=reasons.RESTARTED, message=message)
+    except Exception as error:  # restarted all the same; the Event is what is lost
+        log.warning(f"the Restarted Event was not posted: {type(error).__name__}")
 
 
 def _report_clear(
