@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -113,3 +115,12 @@ def api_client(cluster: Cluster, pool: int = 16) -> kubernetes.client.ApiClient:
     client = kubernetes.client.ApiClient(configuration)
     client.user_agent = HARNESS_AGENT
     return client
+
+
+def wait_until(check: Callable[[], Any], timeout: float, what: str, interval: float = 1.0) -> None:
+    """Poll ``check`` until it is true; a RuntimeError naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(interval)

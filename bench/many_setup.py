@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench import workload
+from bench.control_plane import wait_until
 from bench.loading import MERGE_PATCH, Objects, concurrently, qualified
 from bench.watching import DeploymentWatcher
 from restarter.model import keys
@@ -235,9 +236,4 @@ def _patch(objects: Objects, kind: str, name: str, patch: dict[str, Any]) -> Non
     call(short, namespace, patch, _content_type=MERGE_PATCH, _preload_content=False)
 
 
-def _wait(check: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(1)
+_wait = wait_until

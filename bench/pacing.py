@@ -29,7 +29,7 @@ from typing import Any
 
 import kubernetes
 
-from bench.control_plane import AuditedCluster, api_client, fresh_workdir
+from bench.control_plane import AuditedCluster, api_client, fresh_workdir, wait_until
 from bench.processes import OperatorProcess
 from bench.stats import median, spread
 from restarter.model import keys
@@ -145,11 +145,7 @@ def _all_available(apps: kubernetes.client.AppsV1Api, names: list[str]) -> bool:
 
 
 def _wait(check: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.5)
+    wait_until(check, timeout, what, interval=0.5)
 
 
 def _window() -> dt.datetime:

@@ -33,7 +33,7 @@ from typing import Any
 
 import kubernetes
 
-from bench.control_plane import AuditedCluster, api_client, fresh_workdir
+from bench.control_plane import AuditedCluster, api_client, fresh_workdir, wait_until
 from bench.processes import OperatorProcess
 from bench.workload import deployment, realistic_deployment
 from restarter.model import keys
@@ -70,12 +70,7 @@ def _prepare(client: kubernetes.client.ApiClient, workloads: int, shape: str) ->
     return names
 
 
-def _wait(check: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(1)
+_wait = wait_until
 
 
 def _deployments(client: kubernetes.client.ApiClient) -> list[dict[str, Any]]:

@@ -94,10 +94,13 @@ class ScriptedApi:
 
 @pytest.fixture
 def events(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The reasons of the Events the tick posted, by either carrier (the Restarted Event is
+    posted directly, the others through kopf's queue)."""
     posted: list[str] = []
-    monkeypatch.setattr(
-        event_path.Queued, "post", lambda self, obj, *, reason, message: posted.append(reason.name)
-    )
+    for carrier in (event_path.Queued, event_path.Direct):
+        monkeypatch.setattr(
+            carrier, "post", lambda self, obj, *, reason, message: posted.append(reason.name)
+        )
     return posted
 
 

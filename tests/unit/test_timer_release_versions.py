@@ -1,8 +1,9 @@
 """Which bodies a timer that restarted (or cleared) its workload still acts on.
 
 kopf hands a timer's memo every later body of the same object until its watch reports
-the object DELETED. The release remembers its resourceVersions: bodies up to the
-release's result (the DELETED echo, events delivered late) are skipped; a newer body
+the object DELETED. The timer remembers the resourceVersions it settled the workload at
+(``TimerMemo.settled``): bodies up to its result (the DELETED echo, events delivered late)
+are skipped; a newer body
 (stamped again after kopf's watch missed the DELETED) is decided again.
 """
 
@@ -41,19 +42,19 @@ def test_resource_versions_compare_by_length_then_digits(
     assert compare_versions(left, right) == order
 
 
-def test_nothing_is_released_before_a_release() -> None:
+def test_nothing_is_settled_before_a_restart_or_clear() -> None:
     memo: dict[str, Any] = {}
     assert not settled(memo, body("5")["metadata"])
     assert timer_wanted(PENDING, body("5")["metadata"], memo)
 
 
-def test_bodies_up_to_the_release_result_are_skipped_and_newer_ones_decided() -> None:
+def test_bodies_up_to_the_settled_result_are_skipped_and_newer_ones_decided() -> None:
     memo: dict[str, Any] = {}
     # The tick read 98, its patch conflicted, it read 100 and patched it into 101.
     settle(memo, body("98"), body("100"), body("101"))
     for seen in ("98", "99", "100", "101"):  # late events and the DELETED echo
         assert not timer_wanted(PENDING, body(seen)["metadata"], memo), seen
-    for later in ("102", "1000"):  # stamped again after the release
+    for later in ("102", "1000"):  # stamped again after it was settled
         assert timer_wanted(PENDING, body(later)["metadata"], memo), later
 
 

@@ -12,7 +12,7 @@ from restarter.cluster.namespace_watching import NamespaceScope, NamespaceWatche
 from restarter.cluster.reference_map import ReferenceMap
 from restarter.cluster.seen_marks import SeenMarks
 from restarter.cluster.source_watching import SourceWatcher
-from restarter.cluster.workload_watching import WorkloadWatcher
+from restarter.cluster.workload_watching import ScopedInspector, WorkloadWatcher
 from restarter.model.kinds import ROLLOUTS
 from restarter.operator.late_kinds import LateKind
 from restarter.operator.trimming import Trimmer
@@ -74,18 +74,21 @@ class Components:
         self.trimmer = Trimmer()
         observer = WorkloadObserver(api, self.pacer, self.seen, admissions, settings)
         selector = settings.selector
-        # The namespaces that match the selector (all, without one): kopf's handlers and
-        # the source checks act only there, and the workload streams watch only those.
+        # The namespaces that match the selector (all, without one): kopf's handlers, the
+        # source checks and the workload observer act only there. The workload streams
+        # watch every namespace (one per kind), whatever the selector matches.
         self.scope = NamespaceScope(selector)
-        scopes: tuple[str | None, ...] = () if selector else (settings.namespaces or (None,))
+        scopes: tuple[str | None, ...] = settings.namespaces or (None,)
+        scoped = ScopedInspector(observer, self.scope.includes) if selector else None
         self.rollouts = LateKind(ROLLOUTS, insights, lambda: register_kind(ROLLOUTS))
         self.watcher = WorkloadWatcher(
             api,
             self.reference_map,
             scopes,
-            observer,
+            scoped or observer,
             settings.reloader_annotations,
             on_rollouts_served=self.rollouts.served if settings.rollouts else None,
+            scoped=scoped,
         )
         self.sweeper = PacerSweeper(api, self.pacer)
         self.checks = SourceChecks(self.unlabelled_context)
@@ -153,15 +156,16 @@ class Components:
 
     def start_streams(self, logger: Any) -> None:
         """The streams that keep the reference map; wait for their first listing."""
-        self.watcher.start()
         if self.namespaces is not None:
-            # The scope is known before kopf watches: its filters read it.
+            # The scope is known before kopf watches (its filters read it) and before the
+            # workload streams list (the observer hears only of namespaces in scope).
             self.namespaces.start()
             if not self.namespaces.stream.listed.wait(STARTUP_SYNC_TIMEOUT):
                 logger.warning(
                     f"namespaces not listed after {STARTUP_SYNC_TIMEOUT:g}s; none is acted in "
                     "until they are"
                 )
+        self.watcher.start()
         self.sweeper.start()
         self.admitter.start()
         self.trimmer.start()

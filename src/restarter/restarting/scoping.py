@@ -1,7 +1,8 @@
 """A namespace entering or leaving the namespace selector's scope: what restarter does then.
 
-Entering is like the operator starting there: its workloads are listed into the
-reference map, its pending workloads get their timers (kopf re-reads its filters only on
+Entering is like the operator starting there: its workloads (which the cluster-wide
+streams keep in the reference map whatever the scope) are listed once for the observer,
+its pending workloads get their timers (kopf re-reads its filters only on
 an event of the object, so each is given the finalizer its timer would add), and each
 labelled source is compared with the checksum recorded on it, so a change made while the
 namespace was out of scope is found. Leaving is like the operator stopping there: the
@@ -40,8 +41,7 @@ class ScopeFollower:
         self.check, self.release = check, release
 
     def entered(self, namespace: str, starting: bool) -> None:
-        # In scope once the sources' flow waits for the new streams' listing (in_sync is
-        # clear), and before that listing tells the source watcher what it wants.
+        # In scope before its workloads are listed for the observer (the map has them).
         self.watcher.watch_namespace(namespace, lambda: self.scope.add(namespace))
         if starting:
             return  # kopf's first listing comes after this, and finds everything

@@ -19,6 +19,7 @@ from restarter.model.references import WorkloadKey, workload_key
 from restarter.model.resource_versions import compare_versions
 from restarter.model.restart_decisions import Action
 from restarter.restarting import holding, pacing
+from restarter.restarting.checking import ObjectLog
 from restarter.services import events, metrics
 from restarter.services.kube import Api, Conflict
 from restarter.services.settings import Settings
@@ -100,6 +101,8 @@ CLEARING = (Action.OPTED_OUT, Action.SATISFIED)
 
 #: Seconds between a waiting restart's requests for a pacing slot.
 PACING_POLL = 0.5
+#: Each restart's log line, named by its object (``[namespace/name]``).
+RESTARTS_LOG = logging.getLogger("restarter.restarts")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -357,15 +360,23 @@ def _report_restart(
         f"restarted {when} (pending for {', '.join(sources)}); "
         f"restartedAt {at.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
     )
-    timer.logger.info(message)
+    metadata = restarted["metadata"]
+    log = ObjectLog(RESTARTS_LOG, metadata["namespace"], metadata["name"])
+    log.info(message)
     expired = deadline is not None and deadline.expired(at)
     if deadline is not None:
         metrics.DEADLINE_RESTARTS.labels(timer.kind, "expired" if expired else "before").inc()
-    events.QUEUED.post(
-        restarted,
-        reason=reasons.RESTARTED.as_warning() if expired else reasons.RESTARTED,
-        message=message,
-    )
+    # Posted from this thread in one request, as each stamp posts its RestartScheduled: a
+    # window restarting thousands queues nothing in kopf's Event queue (its log line would
+    # be a second Event there, so it goes to restarter's own log).
+    try:
+        events.Direct(timer.api).post(
+            restarted,
+            reason=reasons.RESTARTED.as_warning() if expired else reasons.RESTARTED,
+            message=message,
+        )
+    except Exception as error:  # restarted all the same; the Event is what is lost
+        log.warning(f"the Restarted Event was not posted: {type(error).__name__}")
 
 
 def _report_hold(timer: TimerContext, workload: Mapping[str, Any], hold: Hold | None) -> None:
