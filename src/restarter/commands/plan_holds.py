@@ -8,7 +8,7 @@ from typing import Any
 
 from restarter.model import holds, stamps
 from restarter.model.holds import Hold
-from restarter.services.kube import Api
+from restarter.services.kube import Api, short_failure
 
 
 class HoldsAsOfNow:
@@ -29,10 +29,7 @@ class HoldsAsOfNow:
                 metadata = (found or {}).get("metadata") or {}
                 self._namespaces[namespace] = metadata.get("annotations") or {}
             except Exception as error:
-                status = getattr(error, "status", None)
-                self.unreadable(
-                    namespace, f"HTTP {status}" if isinstance(status, int) else type(error).__name__
-                )
+                self.unreadable(namespace, short_failure(error))
                 self._namespaces[namespace] = None
         return self._namespaces[namespace]
 

@@ -20,18 +20,13 @@ from restarter.model.gates import GateSettings
 from restarter.model.holds import Hold
 from restarter.services import metrics
 from restarter.services.alertmanager import read_alerts
-from restarter.services.kube import Api
+from restarter.services.kube import Api, short_failure
 
 log = logging.getLogger(__name__)
 
 #: Seconds a gate's answer serves every restart that asks.
 TTL = 2.0
 T = TypeVar("T")
-
-
-def _why(error: Exception) -> str:
-    status = getattr(error, "status", None) or getattr(error, "code", None)
-    return f"HTTP {status}" if isinstance(status, int) else type(error).__name__
 
 
 class Gates:
@@ -61,7 +56,7 @@ class Gates:
         try:
             value = read()
         except Exception as error:
-            problem = _why(error)
+            problem = short_failure(error)
             metrics.GATE_ERRORS.labels(key[0]).inc()
             log.warning(f"the {key[0]} gate could not be read ({problem})")
         with self._lock:

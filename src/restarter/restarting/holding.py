@@ -16,7 +16,7 @@ from typing import Any
 from restarter.model import holds
 from restarter.model.holds import Hold
 from restarter.restarting.gating import Gates
-from restarter.services.kube import Api
+from restarter.services.kube import Api, short_failure
 
 #: Seconds a namespace's annotations, once read, answer for every restart in it.
 NAMESPACE_TTL = 2.0
@@ -43,8 +43,7 @@ class HoldReader:
             found = self.api.read_namespace(name)
             annotations = ((found or {}).get("metadata") or {}).get("annotations") or {}
         except Exception as error:  # any failure holds, fail closed
-            status = getattr(error, "status", None)
-            problem = f"HTTP {status}" if isinstance(status, int) else type(error).__name__
+            problem = short_failure(error)
         with self._lock:
             self._namespaces[name] = (now, annotations, problem)
         return annotations, problem

@@ -97,6 +97,13 @@ def error_detail(error: ApiError) -> str:
     return str(message or error.reason)
 
 
+def short_failure(error: BaseException) -> str:
+    """What failed, briefly: ``HTTP <status>`` of an answer (the API's or another HTTP
+    server's), else the error's type; never its message, which may carry a URL."""
+    status = getattr(error, "status", None) or getattr(error, "code", None)
+    return f"HTTP {status}" if isinstance(status, int) else type(error).__name__
+
+
 def api_message(error: ApiError) -> str:
     """``error_detail``, with the status when the server sent no message of its own."""
     try:
