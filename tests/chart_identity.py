@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import ssl
-import subprocess
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +20,8 @@ from typing import Any
 import kubernetes
 import yaml
 
-from restarter_cluster import binaries
 from restarter_cluster.cluster import Cluster
+from tests import chart_monitoring
 
 REPO = Path(__file__).resolve().parents[1]
 CHART = REPO / "charts" / "restarter"
@@ -48,15 +47,9 @@ DENIED = re.compile(
 
 def render(cluster: Cluster, release: str, namespace: str, *values: str) -> list[dict[str, Any]]:
     """The chart's objects as `helm template` renders them (hooks included)."""
-    helm = [str(binaries.locate()["helm"]), f"--kubeconfig={cluster.kubeconfig}"]
-    out = subprocess.run(
-        [*helm, "template", release, str(CHART), "-n", namespace, *values],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    ).stdout
-    return [doc for doc in yaml.safe_load_all(out) if doc]
+    return chart_monitoring.render(
+        *values, release=release, namespace=namespace, kubeconfig=cluster.kubeconfig
+    )
 
 
 def is_hook(doc: dict[str, Any]) -> bool:

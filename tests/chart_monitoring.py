@@ -35,10 +35,19 @@ def promtool() -> Path:
     return binaries.component("promtool", "PROMETHEUS_VERSION")
 
 
-def render(*values: str) -> list[dict[str, Any]]:
-    """The chart's objects as `helm template` renders them (no cluster needed)."""
+def render(
+    *values: str,
+    release: str = RELEASE,
+    namespace: str = NAMESPACE,
+    kubeconfig: Path | None = None,
+) -> list[dict[str, Any]]:
+    """The chart's objects as `helm template` renders them, hooks included (no cluster
+    needed; ``kubeconfig`` lets helm ask a cluster's version)."""
+    helm = [str(binaries.locate()["helm"])]
+    if kubeconfig is not None:
+        helm.append(f"--kubeconfig={kubeconfig}")
     out = subprocess.run(
-        [str(binaries.locate()["helm"]), "template", RELEASE, str(CHART), "-n", NAMESPACE, *values],
+        [*helm, "template", release, str(CHART), "-n", namespace, *values],
         capture_output=True,
         text=True,
         check=True,

@@ -116,11 +116,19 @@ def selected(apps: Apps, namespace: str) -> Iterator[LabelSelectedWatch]:
 
 def tick(
     body: dict[str, Any], api: Api, memo: dict[str, Any], seen: SeenMarks | None = None
-) -> list[posting.K8sEvent]:
-    """One tick of the operator's timer flow on ``body``; the Events it posted. ``seen``:
-    what the operator's own streams saw (nothing: every body is read again first)."""
+) -> list[Any]:
+    """One tick of the operator's timer flow on ``body``; the Events it posted: those it
+    handed to kopf's queue, then those it created in the API itself (``Restarted``).
+    ``seen``: what the operator's own streams saw (nothing: every body is read again)."""
     seen = seen or SeenMarks()
     queue: posting.K8sEventQueue = asyncio.Queue()
+    core = kubernetes.client.CoreV1Api(api.client)
+    metadata = body["metadata"]
+    about = f"involvedObject.name={metadata['name']}"
+    before = {
+        event.metadata.name
+        for event in core.list_namespaced_event(metadata["namespace"], field_selector=about).items
+    }
 
     async def run() -> None:
         posting.settings_var.set(kopf.OperatorSettings())
@@ -130,15 +138,21 @@ def tick(
         await restart_when_due(deployments_timer(api, pacer, seen, memo), body)
 
     asyncio.run(run())
-    events = []
+    events: list[Any] = []
     while not queue.empty():
         events.append(queue.get_nowait())
+    created = core.list_namespaced_event(metadata["namespace"], field_selector=about).items
+    events += [
+        event
+        for event in created
+        if event.metadata.name not in before and event.reporting_component == "restarter"
+    ]
     return events
 
 
 def tick_until_it_acts(
     body: dict[str, Any], api: Api, memo: dict[str, Any], tries: int = 10
-) -> list[posting.K8sEvent]:
+) -> list[Any]:
     """Ticks on ``body`` until one posts an Event, as kopf ticks again an interval later
     after a tick that conflicted twice: a stamp changes a Deployment's annotations, which
     bumps its generation, and the deployment controller's writes that follow can race the

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kubernetes
+import urllib3
 from bench.workload import realistic_deployment
 
 from restarter.model import keys
@@ -46,13 +47,15 @@ def _deployments(apps: Apps, namespace: str) -> list[dict[str, Any]]:
     Helm-shaped bodies as the client's models cost the test seconds of CPU on every poll,
     and one list of them all outlasted a loaded apiserver's 60 s request timeout. A page
     the apiserver could not serve yet (a 504 when its watch cache lags the continue
-    token's resourceVersion, a 410 when the token expired) starts the listing again."""
+    token's resourceVersion, a 410 when the token expired) or cut short starts the listing again."""
     for _ in range(TRIES - 1):
         try:
             return _listed(apps, namespace)
         except kubernetes.client.ApiException as error:
             if error.status not in TRANSIENT:
                 raise
+            time.sleep(1)
+        except urllib3.exceptions.ProtocolError:  # a loaded apiserver cut the answer short
             time.sleep(1)
     return _listed(apps, namespace)
 
