@@ -221,8 +221,7 @@ async def restart_when_due(timer: TimerContext, workload: Mapping[str, Any]) -> 
         return
     key = workload_key(timer.plural, workload)
     if timer.holds is not None:
-        hold = await asyncio.to_thread(timer.holds.hold_of, workload)
-        _report_hold(timer, workload, hold)
+        hold = await asyncio.to_thread(_held, timer, timer.holds, workload)
         if hold is not None:
             timer.pacer.withdraw(key)
             return
@@ -379,24 +378,34 @@ def _report_restart(
         log.warning(f"the Restarted Event was not posted: {type(error).__name__}")
 
 
-def _report_hold(timer: TimerContext, workload: Mapping[str, Any], hold: Hold | None) -> None:
-    """A due restart held: ``RestartHeld`` once per hold (a Warning when its namespace or a
-    gate could not be read); the report is forgotten once nothing holds it."""
+def _held(
+    timer: TimerContext, holds: holding.HoldReader, workload: Mapping[str, Any]
+) -> Hold | None:
+    """What holds a due restart, reported once per hold: ``RestartHeld`` (a Warning when
+    its namespace or a gate could not be read), posted from this thread in one request and
+    logged in restarter's own log, as a restart is; forgotten once nothing holds it."""
+    hold = holds.hold_of(workload)
     if hold is None:
         timer.state.reported_hold = None
-        return
+        return None
     description = hold.describe()
     if timer.state.reported_hold == description:
-        return
+        return hold
     timer.state.reported_hold = description
     metrics.HELD.labels(timer.kind, hold.where).inc()
     message = f"restart due but {description}; it stays pending until the hold is removed"
-    timer.logger.info(message)
-    events.QUEUED.post(
-        workload,
-        reason=reasons.RESTART_HELD.as_warning() if hold.unreadable else reasons.RESTART_HELD,
-        message=message,
-    )
+    metadata = workload["metadata"]
+    log = ObjectLog(RESTARTS_LOG, metadata["namespace"], metadata["name"])
+    log.info(message)
+    try:
+        events.Direct(timer.api).post(
+            workload,
+            reason=reasons.RESTART_HELD.as_warning() if hold.unreadable else reasons.RESTART_HELD,
+            message=message,
+        )
+    except Exception as error:  # held all the same; the Event is what is lost
+        log.warning(f"the RestartHeld Event was not posted: {type(error).__name__}")
+    return hold
 
 
 def _report_clear(
