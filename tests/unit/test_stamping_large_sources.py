@@ -316,17 +316,31 @@ def test_a_refused_checksum_is_a_warning_and_a_metric_and_is_not_sent_again(
     assert context_seen == checksum(new if recorded else BIG)
 
 
-def test_no_answer_counts_as_status_0_and_the_warning_never_echoes_the_checksum(
-    posted: list[tuple[str, str, str, str]],
+def test_no_answer_is_no_refusal_the_check_fails_to_be_tried_again_and_records_then(
+    posted: list[tuple[str, str, str, str]], caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Digests refused (403), then no answer for the checksum alone: counted (status 0) and
+    logged without the checksum, but no Warning that it was not recorded and nothing
+    remembered: the check raises, and its next try records the checksum."""
     whole = checksum(BIG).removeprefix("sha256:")
     before = patch_errors("0"), patch_errors("403")
     answers = iter(
-        [refusal(403, f"denied: checksum {whole} not allowed"), TimeoutError("read timed out")]
+        [
+            refusal(403, f"denied: checksum {whole} not allowed"),
+            TimeoutError("read timed out"),
+            refusal(403, "denied"),
+            None,
+        ]
     )
     api = SourceApi(lambda patch: next(answers))
-    assert reconcile(source(BIG), api)
-    message = warnings(posted)["ChecksumNotRecorded"]
-    assert "no answer: TimeoutError" in message
+    seen: dict[tuple[str, str, str], str] = {}
+    with pytest.raises(TimeoutError):
+        reconcile(source(BIG), api, seen=seen)
+    assert "ChecksumNotRecorded" not in warnings(posted)
+    assert seen == {}
     assert (patch_errors("0"), patch_errors("403")) == (before[0] + 1, before[1] + 1)
+    assert reconcile(source(BIG), api, seen=seen)
+    assert seen and keys.CHECKSUM in api.recorded(), "the next try records the checksum alone"
+    assert "ChecksumNotRecorded" not in warnings(posted)
     assert not any(whole in m for _, _, _, m in posted)
+    assert not any(whole in record.getMessage() for record in caplog.records)

@@ -195,6 +195,18 @@ def _refused(context: SourceContext, error: Exception, current: str, what: str) 
     return refusal
 
 
+def _raise_if_transient(context: SourceContext, error: Exception, current: str) -> None:
+    """No answer, a 429 or a server error: the same patch may pass when tried again, so the
+    check fails (counted and logged) and is tried again, the change not taken as recorded.
+    Only an answer that refuses the patch itself is a refusal."""
+    status, refusal = _refusal(error, current)
+    if status and status != 429 and status < 500:
+        return
+    metrics.SOURCE_PATCH_ERRORS.labels(SOURCE_KINDS[context.kind], str(status)).inc()
+    context.logger.warning(f"could not record the checksum ({refusal}); trying again")
+    raise error
+
+
 def begin_change(
     context: SourceContext, source: Mapping[str, Any], change_id: str, current: str
 ) -> None:
@@ -229,7 +241,8 @@ def record(
     A refused patch is a Warning Event on the source and a metric, never only a log line.
     Refused digests are dropped and the checksum sent alone. A refused checksum is not sent
     again (the same patch would be refused again): the caller goes on as if it were
-    recorded for this run, so nothing spins on it.
+    recorded for this run, so nothing spins on it. A patch with no answer, a 429 or a
+    server error is no refusal: the error is raised, and the check is tried again.
     """
     kind, api = context.kind, context.api
     metadata = source["metadata"]
@@ -243,6 +256,7 @@ def record(
         patch["metadata"]["annotations"] |= expiry
         api.patch_source(kind, namespace, name, patch)
     except Exception as error:
+        _raise_if_transient(context, error, current)
         sent = "the checksum" if digests is None else "the checksum and key digests"
         refusal = _refused(context, error, current, sent)
         if digests is None:
@@ -258,6 +272,7 @@ def record(
         try:
             api.patch_source(kind, namespace, name, alone)
         except Exception as again:
+            _raise_if_transient(context, again, current)
             refusal = _refused(context, again, current, "the checksum")
             context.events.post(
                 source,
