@@ -94,13 +94,25 @@ class Release:
             ready = [p for p in pods if p.status.phase == "Running" and _started(p)]
             return ready if len(ready) == count == len(pods) else None
 
+        def state() -> list[tuple[str, str, list[str]]]:
+            """Each pod's phase and why its containers wait (an image pull, a backoff)."""
+            return [
+                (
+                    p.metadata.name,
+                    p.status.phase,
+                    [
+                        f"{c.state.waiting.reason}: {c.state.waiting.message}"
+                        for c in p.status.container_statuses or []
+                        if c.state and c.state.waiting
+                    ],
+                )
+                for p in self.pods()
+            ]
+
+        # A loaded node can take minutes to create the container (the image's unpacking,
+        # the kubelet's backoff): the wait is for the pod to run, not a measure of speed.
         return list(
-            wait_for(
-                started,
-                120,
-                message=f"{count} operator pods running",
-                describe=lambda: [(p.metadata.name, p.status.phase) for p in self.pods()],
-            )
+            wait_for(started, 300, message=f"{count} operator pods running", describe=state)
         )
 
     def log(self, pod: str) -> str:
