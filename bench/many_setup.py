@@ -142,7 +142,7 @@ def ensure(objects: Objects, watcher: DeploymentWatcher, layout: Layout) -> dict
     timings["created deployments"] = float(len(missing))
 
     started = time.monotonic()
-    _wait(lambda: watcher.settled(wanted_deployments), 1800, "the deployment controller")
+    wait_until(lambda: watcher.settled(wanted_deployments), 1800, "the deployment controller")
     timings["controllers settle"] = time.monotonic() - started
     return timings
 
@@ -234,6 +234,3 @@ def _patch(objects: Objects, kind: str, name: str, patch: dict[str, Any]) -> Non
         else objects.apps.patch_namespaced_deployment
     )
     call(short, namespace, patch, _content_type=MERGE_PATCH, _preload_content=False)
-
-
-_wait = wait_until

@@ -70,9 +70,6 @@ def _prepare(client: kubernetes.client.ApiClient, workloads: int, shape: str) ->
     return names
 
 
-_wait = wait_until
-
-
 def _deployments(client: kubernetes.client.ApiClient) -> list[dict[str, Any]]:
     apps = kubernetes.client.AppsV1Api(client)
     found: list[dict[str, Any]] = []
@@ -116,7 +113,7 @@ def _take_census(process: OperatorProcess, kept: Path) -> None:
     written = Path(process.env["BENCH_CENSUS"])
     written.unlink(missing_ok=True)
     os.kill(process.pid, signal.SIGUSR2)
-    _wait(written.exists, 600, "the census")
+    wait_until(written.exists, 600, "the census")
     written.rename(kept)
 
 
@@ -181,7 +178,7 @@ def run(args: argparse.Namespace, cluster: AuditedCluster) -> dict[str, Any]:
             found = core.read_namespaced_secret(SECRET, NAMESPACE).metadata.annotations or {}
             return keys.CHECKSUM in found
 
-        _wait(recorded, 600, "first sight")
+        wait_until(recorded, 600, "first sight")
         phases.append(_phase(process, trace, "ready", args.census))
         for window in range(args.windows):
             before = {d["metadata"]["name"]: _restarted_at(d) for d in _deployments(client)}
@@ -197,7 +194,7 @@ def run(args: argparse.Namespace, cluster: AuditedCluster) -> dict[str, Any]:
                     "stringData": {"ca.crt": f"round-{window}-{time.time()}"},
                 },
             )
-            _wait(lambda: all(map(_pending, _deployments(client))), lead, "every stamp")
+            wait_until(lambda: all(map(_pending, _deployments(client))), lead, "every stamp")
             if dt.datetime.now(dt.UTC) >= start:
                 raise RuntimeError("the stamps took past the window's start: raise --stamp-seconds")
             time.sleep(10)
@@ -210,7 +207,7 @@ def run(args: argparse.Namespace, cluster: AuditedCluster) -> dict[str, Any]:
                     for d in found
                 )
 
-            _wait(done, 3600, "every restart and its marks cleared")
+            wait_until(done, 3600, "every restart and its marks cleared")
             time.sleep(15)
             phases.append(_phase(process, trace, f"after-{window}", args.census))
     finally:
