@@ -8,13 +8,15 @@ import yaml
 
 from restarter_cluster import binaries
 
-#: restarter's image as the real node knows it (fully qualified: containerd would otherwise
-#: look for ``docker.io/library/restarter`` in a registry); its tag is the chart's appVersion.
-RESTARTER_REPOSITORY = "localhost/restarter"
+#: The registry host of every image imported on the real node: none serves it, the names
+#: are only fully qualified (containerd would otherwise look for ``docker.io/library/...``).
+IMPORTED_HOST = "localhost"
+#: restarter's image as the real node knows it; its tag is the chart's appVersion.
+RESTARTER_REPOSITORY = f"{IMPORTED_HOST}/restarter"
 #: The sandbox ("pause") image: busybox-static sleeping.
-PAUSE = "localhost/restarter-pause:1"
+PAUSE = f"{IMPORTED_HOST}/restarter-pause:1"
 #: A shell and a few tools from busybox-static, for the applications the tests run.
-APP = "localhost/restarter-app:1"
+APP = f"{IMPORTED_HOST}/restarter-app:1"
 BUILD_SCRIPT = binaries.REPO_ROOT / "hack" / "build-image.sh"
 CHART = binaries.REPO_ROOT / "charts" / "restarter" / "Chart.yaml"
 

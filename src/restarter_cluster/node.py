@@ -338,6 +338,14 @@ disabled_plugins = [
             # Imported images cannot be pulled again: never collect them, never evict for disk.
             "imageGCHighThresholdPercent": 100,
             "imageGCLowThresholdPercent": 99,
+            # Nor verify a pod's right to them (KubeletEnsureSecretPulledImages, on by default
+            # since 1.35). The default policy skips only images the kubelet never pulled; once
+            # the registry tests pull the same image by digest with a pull secret, it counts
+            # as pulled, and a later pod naming the imported localhost/ tag would have to pull
+            # it again from a registry that does not exist. Images pulled from the local
+            # registry keep the check.
+            "imagePullCredentialsVerificationPolicy": "NeverVerifyAllowlistedImages",
+            "preloadedImagesVerificationAllowlist": [f"{images.IMPORTED_HOST}/*"],
             "evictionHard": {
                 "memory.available": "100Mi",
                 "nodefs.available": "1%",

@@ -5,12 +5,15 @@ by digest; the registry is CNCF distribution's, built from its pinned module."""
 
 from __future__ import annotations
 
+import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import kubernetes
 import pytest
 
+from restarter_cluster import images
 from restarter_cluster.cluster import Cluster
 from restarter_cluster.node import POD_PLACEMENT, RealNode
 from restarter_cluster.registry import Published, Registry
@@ -148,3 +151,77 @@ def test_without_the_pull_secret_the_registry_refuses_the_kubelet(
     [message, *_] = wait_for(refused, 120, message="the kubelet's pull refused")
     assert pinned in message
     wait_for(waiting, 60, message="the container waiting on its image")
+
+
+def pull_records(real_node: RealNode) -> list[dict[str, Any]]:
+    """The kubelet's records of the images it pulled and with which credentials (one JSON
+    file per image ID)."""
+    directory = real_node.directory / "kubelet" / "image_manager" / "pulled"
+    return [json.loads(path.read_text()) for path in directory.iterdir()]
+
+
+def test_a_pod_of_the_imported_image_still_starts_after_the_kubelet_pulled_it_with_a_secret(
+    core: Core, real_node: RealNode, registry: Registry, published: Published, namespace: str
+) -> None:
+    """The registry's image is the node's imported one (same image ID). Once the kubelet has
+    pulled it with a pull secret, it would ask any later pod for the right to it, by pulling
+    again (KubeletEnsureSecretPulledImages): a pod naming the imported ``localhost/`` tag,
+    which no registry serves, would wait in ImagePullBackOff. The node's kubelet exempts the
+    imported images, as the chart installs of the other real-node tests need."""
+    core.create_namespaced_secret(namespace, registry.pull_secret("regcred"))
+    pinned = f"{published.repository}@{published.digest}"
+
+    def pod(name: str, image: str, policy: str, secrets: list[str]) -> dict[str, Any]:
+        return {
+            "metadata": {"name": name},
+            "spec": {
+                **POD_PLACEMENT,
+                "restartPolicy": "Never",
+                "imagePullSecrets": [{"name": s} for s in secrets],
+                "containers": [
+                    {
+                        "name": "app",
+                        "image": image,
+                        "imagePullPolicy": policy,
+                        "command": ["sleep", "inf"],
+                    }
+                ],
+            },
+        }
+
+    def running(name: str) -> Callable[[], bool]:
+        return lambda: core.read_namespaced_pod(name, namespace).status.phase == "Running"
+
+    core.create_namespaced_pod(namespace, pod("pulled", pinned, "Always", ["regcred"]))
+    wait_for(running("pulled"), 120, message="the pod pulled with the secret running")
+
+    def recorded() -> bool:
+        """The kubelet recorded the pod's secret as a right to the image (beside the other
+        registry tests' secrets): written once the pull ended, maybe after the container ran."""
+        mappings = [record["credentialMapping"] for record in pull_records(real_node)]
+        return (namespace, "regcred") in [
+            (secret["namespace"], secret["name"])
+            for mapping in mappings
+            for secret in mapping.get(published.repository, {}).get("kubernetesSecrets", [])
+        ]
+
+    wait_for(recorded, 30, message="the kubelet's record of the pull with the secret")
+    imported = images.restarter_image()
+    core.create_namespaced_pod(namespace, pod("imported", imported, "IfNotPresent", []))
+
+    def started_or_refused() -> str | None:
+        status = core.read_namespaced_pod("imported", namespace).status
+        [container] = status.container_statuses or [None]
+        if container is None:
+            return None
+        if container.state.running:
+            return "running"
+        waiting = container.state.waiting
+        if waiting and waiting.reason in ("ErrImagePull", "ImagePullBackOff"):
+            return f"{waiting.reason}: {waiting.message}"
+        return None
+
+    outcome = wait_for(started_or_refused, 120, message="the imported image's pod started")
+    assert outcome == "running"
+    events = pod_events(core, namespace, "imported")
+    assert "Pulling" not in [e.reason for e in events]
