@@ -109,8 +109,9 @@ class Release:
                 for p in self.pods()
             ]
 
-        # A loaded node can take minutes to create the container (the image's unpacking,
-        # the kubelet's backoff): the wait is for the pod to run, not a measure of speed.
+        # Generous: the wait is for the pod to run, not a measure of speed. A pod that waits
+        # on its image says so in the failure (``state``), which is how a kubelet asking to
+        # pull the imported image again was found.
         return list(
             wait_for(started, 300, message=f"{count} operator pods running", describe=state)
         )
