@@ -150,7 +150,9 @@ def prepare(harness: Harness, plan: Plan, existing: int) -> dict[str, float]:
         apply=plan.body == "realistic",
     )
     started = time.monotonic()
-    wait_until_observed(objects)
+    # (the controller's catching up grows with N: 10 000 more after a window of 10 000
+    # restarts took over 15 minutes on a loaded 2-core machine)
+    wait_until_observed(objects, timeout=max(900.0, 0.1 * plan.deployments))
     timings["controllers settle"] = time.monotonic() - started
     return timings
 
