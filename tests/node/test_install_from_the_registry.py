@@ -114,28 +114,31 @@ def test_the_chart_from_the_registry_runs_the_image_the_kubelet_pulled_with_its_
         release.uninstall("--no-hooks", "--wait")
 
 
+def sleeping_pod(name: str, image: str, policy: str, secrets: list[str]) -> dict[str, Any]:
+    """A pod on the real node that only sleeps, in ``image`` pulled by ``policy``."""
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            **POD_PLACEMENT,
+            "restartPolicy": "Never",
+            "imagePullSecrets": [{"name": s} for s in secrets],
+            "containers": [
+                {
+                    "name": "app",
+                    "image": image,
+                    "imagePullPolicy": policy,
+                    "command": ["sleep", "inf"],
+                }
+            ],
+        },
+    }
+
+
 def test_without_the_pull_secret_the_registry_refuses_the_kubelet(
     core: Core, published: Published, namespace: str
 ) -> None:
     pinned = f"{published.repository}@{published.digest}"
-    core.create_namespaced_pod(
-        namespace,
-        {
-            "metadata": {"name": "no-secret"},
-            "spec": {
-                **POD_PLACEMENT,
-                "restartPolicy": "Never",
-                "containers": [
-                    {
-                        "name": "app",
-                        "image": pinned,
-                        "imagePullPolicy": "Always",
-                        "command": ["sleep", "inf"],
-                    }
-                ],
-            },
-        },
-    )
+    core.create_namespaced_pod(namespace, sleeping_pod("no-secret", pinned, "Always", []))
 
     def refused() -> list[str]:
         events = pod_events(core, namespace, "no-secret")
@@ -171,28 +174,10 @@ def test_a_pod_of_the_imported_image_still_starts_after_the_kubelet_pulled_it_wi
     core.create_namespaced_secret(namespace, registry.pull_secret("regcred"))
     pinned = f"{published.repository}@{published.digest}"
 
-    def pod(name: str, image: str, policy: str, secrets: list[str]) -> dict[str, Any]:
-        return {
-            "metadata": {"name": name},
-            "spec": {
-                **POD_PLACEMENT,
-                "restartPolicy": "Never",
-                "imagePullSecrets": [{"name": s} for s in secrets],
-                "containers": [
-                    {
-                        "name": "app",
-                        "image": image,
-                        "imagePullPolicy": policy,
-                        "command": ["sleep", "inf"],
-                    }
-                ],
-            },
-        }
-
     def running(name: str) -> Callable[[], bool]:
         return lambda: core.read_namespaced_pod(name, namespace).status.phase == "Running"
 
-    core.create_namespaced_pod(namespace, pod("pulled", pinned, "Always", ["regcred"]))
+    core.create_namespaced_pod(namespace, sleeping_pod("pulled", pinned, "Always", ["regcred"]))
     wait_for(running("pulled"), 120, message="the pod pulled with the secret running")
 
     def recorded() -> bool:
@@ -207,7 +192,7 @@ def test_a_pod_of_the_imported_image_still_starts_after_the_kubelet_pulled_it_wi
 
     wait_for(recorded, 30, message="the kubelet's record of the pull with the secret")
     imported = images.restarter_image()
-    core.create_namespaced_pod(namespace, pod("imported", imported, "IfNotPresent", []))
+    core.create_namespaced_pod(namespace, sleeping_pod("imported", imported, "IfNotPresent", []))
 
     def started_or_refused() -> str | None:
         status = core.read_namespaced_pod("imported", namespace).status
