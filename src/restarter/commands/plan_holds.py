@@ -1,13 +1,16 @@
 """What holds each pending workload now, for ``restarter plan``: its own annotation, its
-namespace's (read once per namespace), the operator's ``--hold``."""
+namespace's (read once per namespace), the operator's ``--hold``, and the circuit breaker
+of its changes' waves (judged as the operator would, read-only)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from restarter.model import holds, stamps
 from restarter.model.holds import Hold
+from restarter.restarting.breaker import Breaker
 from restarter.services.kube import Api, short_failure
 
 
@@ -21,6 +24,9 @@ class HoldsAsOfNow:
     ) -> None:
         self.api, self.operator_hold, self.unreadable = api, operator_hold, unreadable
         self._namespaces: dict[str, Mapping[str, str] | None] = {}
+        # Its rollout timeout and halt expiry are the operator's defaults: plan shows a
+        # verdict the operator may reach later with other settings, never earlier.
+        self.breaker = Breaker(api, 600.0, None, read_only=True)
 
     def _annotations(self, namespace: str) -> Mapping[str, str] | None:
         if namespace not in self._namespaces:
@@ -39,10 +45,17 @@ class HoldsAsOfNow:
         if not stamps.has_pending(annotations):
             return None
         namespace = metadata.get("namespace", "")
-        return holds.find_hold(
+        hold = holds.find_hold(
             annotations,
             metadata.get("name", ""),
             self._annotations(namespace),
             namespace,
             self.operator_hold,
         )
+        if hold is not None:
+            return hold
+        try:
+            return self.breaker.blocks(workload, dt.datetime.now(dt.UTC))
+        except Exception as error:
+            self.unreadable(namespace, f"its sources' waves: {short_failure(error)}")
+            return None

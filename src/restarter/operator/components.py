@@ -17,10 +17,10 @@ from restarter.model.kinds import ROLLOUTS
 from restarter.operator.late_kinds import LateKind
 from restarter.operator.trimming import Trimmer
 from restarter.restarting.admitting import Admissions, Admitter
+from restarter.restarting.blocking import Blockers, HoldBlocker, gate_blockers
+from restarter.restarting.breaker import Breaker
 from restarter.restarting.checking import ObjectLog, SourceChecks
 from restarter.restarting.finalizer_release import FinalizerReleaser, ReleaseFailed
-from restarter.restarting.gating import Gates
-from restarter.restarting.holding import HoldReader
 from restarter.restarting.observing import PacerSweeper, WorkloadObserver
 from restarter.restarting.pacing import Pacer
 from restarter.restarting.scoping import ScopeFollower
@@ -60,9 +60,19 @@ class Components:
         # A due workload that stops asking for a slot for over two ticks leaves the queue.
         self.pacer = Pacer(settings.pacing, stale_after=2.5 * settings.timer_interval)
         self.seen = SeenMarks()
-        # What holds a due restart: holds on it, its Namespace or the operator, and gates.
-        gates = Gates(api, settings.gates) if settings.gates.enabled else None
-        self.holds = HoldReader(api, settings.hold, gates)
+        # What keeps a due restart back, asked in order: holds on it, its Namespace or the
+        # operator; the gates; the circuit breaker of its changes' waves.
+        self.blockers = Blockers(
+            [
+                HoldBlocker(api, settings.hold),
+                *gate_blockers(api, settings.gates),
+                Breaker(
+                    api,
+                    settings.rollout_timeout.total_seconds(),
+                    settings.halt_expiry or None,
+                ),
+            ]
+        )
         # Notifications of the Events the Event path posts (their URLs carry tokens).
         self.notifier = None
         if settings.notify_urls:
@@ -135,7 +145,7 @@ class Components:
             seen=self.seen,
             memo=memo,
             logger=logger,
-            holds=self.holds,
+            blockers=self.blockers,
         )
 
     def _check_in_scope(self, kind: str, namespace: str, name: str) -> None:
