@@ -234,7 +234,7 @@ def build(
         raise SettingsError(f"notification batch: {error}") from None
     return Settings(
         **_waves(args),
-        gates=_gates(args),
+        gates=gates_of(args),
         notify_urls=notify_urls,
         notify_batch=notify_batch,
         hold=args.hold.strip(),
@@ -484,6 +484,42 @@ def _parser(env: Mapping[str, str], commands: Sequence[tuple[str, str]]) -> argp
         "they run with expires, even before their window",
         "LENGTH",
     )
+    gate_arguments(parser, env)
+    option(
+        "--notify-batch",
+        "RESTARTER_NOTIFY_BATCH",
+        format_length(defaults.notify_batch),
+        "send a namespace's notifications (URLs from RESTARTER_NOTIFY_URLS only) as one "
+        "message once none joined them for this long",
+        "LENGTH",
+    )
+    return parser
+
+
+def _waves(args: argparse.Namespace) -> dict[str, Any]:
+    """The first wave, soak, quiet time and halt expiry the flags ask for, checked."""
+    try:
+        return {
+            "first_wave": parse_first_wave(args.first_wave),
+            "soak": parse_seconds(args.soak, "soak"),
+            "quiet": parse_seconds(args.quiet, "quiet time"),
+            "halt_expiry": parse_seconds(args.halt_expiry, "halt expiry"),
+        }
+    except WaveError as error:
+        raise SettingsError(str(error)) from None
+
+
+def gate_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+    """The gates' flags, for the operator and for ``restarter plan`` alike."""
+
+    def switch(flag: str, variable: str, value: str, what: str, otherwise: str) -> None:
+        parser.add_argument(
+            flag,
+            action="store_true",
+            default=env.get(variable, "").lower() == value,
+            help=f"{what} [{variable}={value}; default: {otherwise}]",
+        )
+
     parser.add_argument(
         "--gate-alertmanager-url",
         default=env.get("RESTARTER_GATE_ALERTMANAGER_URL", ""),
@@ -520,31 +556,9 @@ def _parser(env: Mapping[str, str], commands: Sequence[tuple[str, str]]) -> argp
         "let restarts go when a gate cannot be read (a warning is logged and counted)",
         "off: restarts wait",
     )
-    option(
-        "--notify-batch",
-        "RESTARTER_NOTIFY_BATCH",
-        format_length(defaults.notify_batch),
-        "send a namespace's notifications (URLs from RESTARTER_NOTIFY_URLS only) as one "
-        "message once none joined them for this long",
-        "LENGTH",
-    )
-    return parser
 
 
-def _waves(args: argparse.Namespace) -> dict[str, Any]:
-    """The first wave, soak, quiet time and halt expiry the flags ask for, checked."""
-    try:
-        return {
-            "first_wave": parse_first_wave(args.first_wave),
-            "soak": parse_seconds(args.soak, "soak"),
-            "quiet": parse_seconds(args.quiet, "quiet time"),
-            "halt_expiry": parse_seconds(args.halt_expiry, "halt expiry"),
-        }
-    except WaveError as error:
-        raise SettingsError(str(error)) from None
-
-
-def _gates(args: argparse.Namespace) -> GateSettings:
+def gates_of(args: argparse.Namespace) -> GateSettings:
     """The gates the flags ask for, checked: a URL, filter or selector that cannot be read
     stops the start (a filter without a URL reads nothing)."""
     url = args.gate_alertmanager_url.strip()
