@@ -18,6 +18,7 @@ from restarter.model import keys
 from restarter_cluster.cluster import Cluster
 from tests.conftest import REPO, Operator, wait_for
 from tests.integration.factories import deployment, env_from_secret, secret, window_open_now
+from tests.integration.test_exactly_once_across_crash import kill
 from tests.integration.test_operator_restarts import (
     baseline,
     change_data,
@@ -142,3 +143,40 @@ def test_a_first_wave_past_its_progress_deadline_halts_the_change_until_resumed(
     assert any(
         "resumed" in event.message for event in events(core, namespace, "db", "ChangeReleased")
     )
+
+
+def test_nothing_is_lost_when_the_operator_is_killed_while_soaking_or_halted(
+    cluster: Cluster, core: Core, apps: Apps, namespace: str, operator: OperatorFactory
+) -> None:
+    """The state lives on the objects: killed while the first wave soaks, a new operator
+    releases the rest once; killed while halted, a new one keeps the change halted."""
+    _three_dependents(core, apps, namespace, deployment("a-first", env=[env_from_secret("db")]))
+    for name in ("a-first", "b-web", "c-api"):
+        rollout_finished(cluster, namespace, name)
+    first = operator("--first-wave", "1", "--soak", "20s", "--quiet", "0")
+    baseline(core, namespace, "db")
+    change_data(core, namespace, "db", "b")
+    wait_for(lambda: len(replica_sets(apps, namespace, "a-first")) == 2, 30, message="wave 1")
+    rollout_finished(cluster, namespace, "a-first")
+    kill(first)  # soaking: the rest not restarted yet
+    assert len(replica_sets(apps, namespace, "b-web")) == 1
+    second = operator("--first-wave", "1", "--soak", "20s", "--quiet", "0")
+    for name in ("b-web", "c-api"):
+        wait_for(
+            lambda name=name: len(replica_sets(apps, namespace, name)) == 2,
+            90,
+            message=f"{name} restarted by the new operator after the soak",
+        )
+    assert len(replica_sets(apps, namespace, "a-first")) == 2  # not restarted a second time
+
+    # The next change's first wave never rolls out: halted, then the operator is killed.
+    apps.patch_namespaced_deployment("a-first", namespace, _never_ready("a-first"))
+    change_data(core, namespace, "db", "c")
+    wait_for(lambda: _wave_record(core, namespace).get("state") == "halted", 90, message="halt")
+    kill(second)
+    operator("--first-wave", "1", "--soak", "3s", "--quiet", "0")
+    time.sleep(10)
+    for name in ("b-web", "c-api"):
+        assert len(replica_sets(apps, namespace, name)) == 2, f"{name} stays halted"
+        assert pending(apps, namespace, name), f"{name} keeps its marks"
+    assert len(events(core, namespace, "db", "ChangeHalted")) == 1  # told once
