@@ -17,7 +17,13 @@ import kubernetes
 from restarter.model import keys
 from restarter_cluster.cluster import Cluster
 from tests.conftest import REPO, Operator, wait_for
-from tests.integration.factories import deployment, env_from_secret, secret, window_open_now
+from tests.integration.factories import (
+    configmap,
+    deployment,
+    env_from_secret,
+    secret,
+    window_open_now,
+)
 from tests.integration.test_exactly_once_across_crash import kill
 from tests.integration.test_operator_restarts import (
     baseline,
@@ -180,3 +186,114 @@ def test_nothing_is_lost_when_the_operator_is_killed_while_soaking_or_halted(
         assert len(replica_sets(apps, namespace, name)) == 2, f"{name} stays halted"
         assert pending(apps, namespace, name), f"{name} keeps its marks"
     assert len(events(core, namespace, "db", "ChangeHalted")) == 1  # told once
+
+
+GROUP = 20
+
+
+def _bundles(core: Core, apps: Apps, namespace: str, never_ready: bool) -> None:
+    """20 ConfigMaps of rollout group ``bundle`` (the same CA bundle, as trust-manager
+    writes into every namespace), each read by one Deployment."""
+    for index in range(GROUP):
+        body = configmap(
+            f"bundle-{index:02}",
+            window_open_now(),
+            data={"ca.crt": "first"},
+            annotations={keys.ROLLOUT_GROUP: "bundle"},
+        )
+        core.create_namespaced_config_map(namespace, body)
+        reads = [
+            {
+                "name": "CA",
+                "valueFrom": {
+                    "configMapKeyRef": {"name": body["metadata"]["name"], "key": "ca.crt"}
+                },
+            }
+        ]
+        app = deployment(f"app-{index:02}", env=reads, replicas=1)
+        if never_ready:
+            app["spec"]["progressDeadlineSeconds"] = 5
+            app["spec"]["template"]["spec"]["nodeSelector"] = {"restarter.io/test": "none"}
+        apps.create_namespaced_deployment(namespace, app)
+
+
+def _change_bundles(core: Core, namespace: str) -> None:
+    for index in range(GROUP):
+        core.patch_namespaced_config_map(
+            f"bundle-{index:02}", namespace, {"data": {"ca.crt": "second"}}
+        )
+
+
+def _restarted(apps: Apps, namespace: str) -> list[str]:
+    return [
+        f"app-{index:02}"
+        for index in range(GROUP)
+        if len(replica_sets(apps, namespace, f"app-{index:02}")) > 1
+    ]
+
+
+def _bundle_records(core: Core, namespace: str) -> list[dict[str, Any]]:
+    found = core.list_namespaced_config_map(namespace).items
+    return [
+        json.loads((item.metadata.annotations or {}).get(keys.WAVE) or "{}")
+        for item in found
+        if item.metadata.name.startswith("bundle-")
+    ]
+
+
+def test_a_rollout_group_has_one_first_wave_then_the_rest(
+    cluster: Cluster, core: Core, apps: Apps, namespace: str, operator: OperatorFactory
+) -> None:
+    _bundles(core, apps, namespace, never_ready=False)
+    for index in range(GROUP):
+        rollout_finished(cluster, namespace, f"app-{index:02}")
+    operator("--first-wave", "1", "--soak", "10s", "--quiet", "0")
+    wait_for(
+        lambda: all(
+            (item.metadata.annotations or {}).get(keys.CHECKSUM)
+            for item in core.list_namespaced_config_map(namespace).items
+            if item.metadata.name.startswith("bundle-")
+        ),
+        60,
+        message="every bundle's checksum",
+    )
+    _change_bundles(core, namespace)
+
+    first = wait_for(lambda: _restarted(apps, namespace), 60, message="the group's first wave")
+    assert len(first) == 1, f"one first wave across the group: {first}"
+    time.sleep(5)  # the first wave soaks: nothing else restarts meanwhile
+    assert _restarted(apps, namespace) == first
+    wait_for(lambda: len(_restarted(apps, namespace)) == GROUP, 120, message="the rest")
+    records = _bundle_records(core, namespace)
+    assert [record.get("state") for record in records] == ["released"] * GROUP
+
+
+def test_a_failure_in_a_rollout_groups_first_wave_halts_every_source_of_it(
+    cluster: Cluster, core: Core, apps: Apps, namespace: str, operator: OperatorFactory
+) -> None:
+    _bundles(core, apps, namespace, never_ready=True)
+    operator("--first-wave", "1", "--soak", "3s", "--quiet", "0")
+    wait_for(
+        lambda: all(
+            (item.metadata.annotations or {}).get(keys.CHECKSUM)
+            for item in core.list_namespaced_config_map(namespace).items
+            if item.metadata.name.startswith("bundle-")
+        ),
+        60,
+        message="every bundle's checksum",
+    )
+    _change_bundles(core, namespace)
+
+    wait_for(
+        lambda: [r.get("state") for r in _bundle_records(core, namespace)] == ["halted"] * GROUP,
+        120,
+        message="all 20 halted",
+    )
+    time.sleep(5)
+    restarted = _restarted(apps, namespace)
+    assert len(restarted) == 1, f"only the group's first wave restarted: {restarted}"
+    halted = events(core, namespace, "bundle-00", "ChangeHalted") + events(
+        core, namespace, "bundle-19", "ChangeHalted"
+    )
+    assert len(halted) == 2
+    assert all(f"Deployment/{restarted[0]} failed" in event.message for event in halted)

@@ -277,3 +277,40 @@ def test_a_workload_restarts_only_once_every_source_has_been_quiet() -> None:
 def test_marks_without_a_quiet_time_restart_at_once() -> None:
     decision = restart_decisions.decide_restart(_pending(("db", EPOCH, 0)), Settings(), NOW)
     assert decision.action is Action.RESTART
+
+
+def test_a_rollout_group_is_a_label_or_an_annotation() -> None:
+    assert waves.group_of({"labels": {keys.ROLLOUT_GROUP: "bundle"}}) == "bundle"
+    assert waves.group_of({"annotations": {keys.ROLLOUT_GROUP: "bundle"}}) == "bundle"
+    assert waves.group_of({}) == ""
+
+
+def test_the_pilot_of_a_group_is_its_earliest_unjudged_change_then_its_name() -> None:
+    def member(since: int, state: str = "") -> WaveRecord:
+        return WaveRecord("1", ("Deployment/x",), 0, state, group="bundle", since=since)
+
+    members = {
+        ("ns-b", "configmap", "bundle"): member(EPOCH),
+        ("ns-a", "configmap", "bundle"): member(EPOCH),
+        ("ns-0", "configmap", "bundle"): member(EPOCH + 5),
+        ("ns-z", "configmap", "bundle"): member(EPOCH - 60, RELEASED),
+    }
+    assert waves.pilot(members) == ("ns-a", "configmap", "bundle")
+    judged = {key: member(EPOCH, HALTED) for key in members}
+    assert waves.pilot(judged) is None
+
+
+def test_a_source_of_a_rollout_group_keeps_its_waves_with_one_dependent() -> None:
+    request = windows.WindowRequest("now", "UTC", dt.timedelta(hours=1))
+    plan = plan_fan_out(
+        kind="configmap",
+        name="bundle",
+        readers=_readers("a"),
+        source_window=request,
+        settings=Settings(),
+        change_id="812",
+        now=NOW,
+        first_wave=waves.FirstWave(1),
+        grouped=True,
+    )
+    assert plan.first == (("deployments", "a"),)

@@ -34,8 +34,15 @@ _KINDS = {
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"restarter {COMMAND}", description=DESCRIPTION)
-    parser.add_argument("source", help="secret/NAME or configmap/NAME")
+    parser.add_argument("source", nargs="?", help="secret/NAME or configmap/NAME")
+    parser.add_argument(
+        "--rollout-group",
+        metavar="GROUP",
+        help="every halted source labelled restarter.io/rollout-group=GROUP instead (in the "
+        "namespace, or with -A in all)",
+    )
     parser.add_argument("-n", "--namespace", help="default: the kubeconfig context's namespace")
+    parser.add_argument("-A", "--all-namespaces", action="store_true")
     parser.add_argument("--kubeconfig", help="default: $KUBECONFIG, then ~/.kube/config")
     parser.add_argument("--context", help="default: the kubeconfig's current context")
     return parser
@@ -43,19 +50,63 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    kind_text, _, name = args.source.partition("/")
-    kind = _KINDS.get(kind_text.lower())
-    if kind is None or not name:
-        wrong = f"{args.source!r} is not secret/NAME or configmap/NAME"
-        print(f"restarter resume: {wrong}", file=sys.stderr)
+    if (args.source is None) == (args.rollout_group is None):
+        print(
+            "restarter resume: give secret/NAME, configmap/NAME or --rollout-group", file=sys.stderr
+        )
         return 2
+    kind, name = None, ""
+    if args.source is not None:
+        kind_text, _, name = args.source.partition("/")
+        kind = _KINDS.get(kind_text.lower())
+        if kind is None or not name:
+            wrong = f"{args.source!r} is not secret/NAME or configmap/NAME"
+            print(f"restarter resume: {wrong}", file=sys.stderr)
+            return 2
     try:
         client, context_namespace = kube.client_from_kubeconfig(args.kubeconfig, args.context)
     except kube.KubeconfigError as error:
         where = args.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
         print(f"restarter resume: cannot load the kubeconfig {where}: {error}", file=sys.stderr)
         return 1
-    api, namespace = Api(client), args.namespace or context_namespace
+    api = Api(client)
+    namespace = None if args.all_namespaces else args.namespace or context_namespace
+    if kind is None:
+        return _resume_group(api, args.rollout_group, namespace)
+    return _resume(api, kind, namespace or context_namespace, name)
+
+
+def _resume_group(api: Api, group: str, namespace: str | None) -> int:
+    """Every source of the group (by its label) whose change is halted."""
+    where = f"in namespace {namespace}" if namespace else "in any namespace"
+    label = f"{keys.ROLLOUT_GROUP}={group}"
+    try:
+        found = [
+            (kind, metadata)
+            for kind in ("secret", "configmap")
+            for metadata in api.labelled_names(kind, namespace, label)
+        ]
+    except (kube.ApiError, kube.Unreachable) as error:
+        print(
+            f"restarter resume: cannot list {label} {where}: {kube.short_failure(error)}",
+            file=sys.stderr,
+        )
+        return 1
+    halted = [
+        (kind, metadata)
+        for kind, metadata in found
+        if (record := waves.read_record(metadata.get("annotations"))) and record.state == HALTED
+    ]
+    if not halted:
+        print(f"rollout group {group} {where}: no source of it is halted; nothing to resume")
+        return 0
+    failed = 0
+    for kind, metadata in halted:
+        failed |= _resume(api, kind, metadata.get("namespace", ""), metadata.get("name", ""))
+    return failed
+
+
+def _resume(api: Api, kind: str, namespace: str, name: str) -> int:
     what = f"{kind}/{name} in namespace {namespace}"
     try:
         found = api.read_source_metadata(kind, namespace, name)

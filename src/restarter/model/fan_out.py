@@ -105,6 +105,7 @@ def plan_fan_out(
     first_wave: waves.FirstWave = waves.NO_WAVES,
     prefer: Sequence[str] = (),
     quiet: float = 0.0,
+    grouped: bool = False,
 ) -> FanOut:
     """Only the workloads that read a changed key (``readers``: all of them when which
     keys changed is unknown), each with the changed keys it reads, in its own window when
@@ -112,7 +113,9 @@ def plan_fan_out(
     (``source_window``; None: the label's cannot be read, or there is no label). Every
     stamp also carries ``deadline``: the certificate deadline of the data its pods run
     (``certificates.stamp_deadline``), if any, and its wave: the first ``first_wave`` of
-    them (``waves.first_wave``, ``prefer`` first) and then the rest, and ``quiet``."""
+    them (``waves.first_wave``, ``prefer`` first) and then the rest, and ``quiet``. A source
+    of a rollout group (``grouped``) has waves even when all its dependents are in its
+    first: the group's first wave may be another source's."""
     requests: dict[Dependent, windows.WindowRequest] = {}
     unreadable: list[UnreadableWindow] = []
     for target in readers:
@@ -135,7 +138,7 @@ def plan_fan_out(
         if (target.plural, target.name) in requests
     }
     first = waves.first_wave(requests, first_wave, prefer)
-    if len(first) == len(requests):
+    if len(first) == len(requests) and not grouped:
         first = ()  # no rest to protect: no waves
     fan_out = FanOut(requests, reads, {}, len(readers) - len(requests), tuple(unreadable), first)
     for dependent in requests:

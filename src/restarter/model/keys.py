@@ -70,6 +70,11 @@ SOAK = f"{PREFIX}/soak"
 #: (overriding ``--quiet``).
 QUIET = f"{PREFIX}/quiet"
 
+#: Label or annotation on a source: sources with the same value (one bundle written into
+#: every namespace) whose changes are judged together are one change: one first wave
+#: across all of them, and one circuit breaker.
+ROLLOUT_GROUP = f"{PREFIX}/rollout-group"
+
 #: Annotation on a source, written by restarter: JSON, the state of its latest change's
 #: waves (the change id, the first wave's workloads, the soak, and once judged
 #: ``released`` or ``halted`` with the workload that failed and why). Names and reasons

@@ -195,10 +195,17 @@ class WaveRecord:
     failed: str = ""
     """The first-wave workload that failed (``Kind/name``), when halted."""
 
+    group: str = ""
+    """The source's rollout group (``restarter.io/rollout-group``), if any."""
+
+    since: int | None = None
+    """Epoch seconds when the change was recorded: the group's earliest unjudged change
+    leads it (``pilot``)."""
+
     def to_annotation(self) -> str:
         value: dict[str, Any] = {"change": self.change, "first": list(self.first)}
         value["soak"] = int(self.soak)
-        for name in ("state", "at", "why", "failed"):
+        for name in ("state", "at", "why", "failed", "group", "since"):
             if getattr(self, name):
                 value[name] = getattr(self, name)
         return json.dumps(value, sort_keys=True, separators=(",", ":"))
@@ -221,6 +228,8 @@ def read_record(annotations: Mapping[str, str] | None) -> WaveRecord | None:
             at=int(value["at"]) if "at" in value else None,
             why=str(value.get("why", "")),
             failed=str(value.get("failed", "")),
+            group=str(value.get("group", "")),
+            since=int(value["since"]) if "since" in value else None,
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -449,3 +458,24 @@ def released_by_hand(
     if expiry and record.at is not None and now.timestamp() - record.at >= expiry:
         return f"halted for longer than the halt expiry ({format_seconds(expiry)})"
     return None
+
+
+def group_of(metadata: Mapping[str, Any]) -> str:
+    """A source's rollout group: its label, else its annotation; empty for none."""
+    labels = metadata.get("labels") or {}
+    annotations = metadata.get("annotations") or {}
+    return str(labels.get(keys.ROLLOUT_GROUP) or annotations.get(keys.ROLLOUT_GROUP) or "")
+
+
+#: A source: (namespace, kind, name).
+SourceKey = tuple[str, str, str]
+
+
+def pilot(members: Mapping[SourceKey, WaveRecord]) -> SourceKey | None:
+    """The member of a rollout group whose first wave judges the group's change: of those
+    whose change is not judged yet, the one recorded first (then by namespace, kind and
+    name). Changes recorded while it is judged join it; one recorded after starts anew."""
+    unjudged = [key for key, record in members.items() if not record.state]
+    if not unjudged:
+        return None
+    return min(unjudged, key=lambda key: (members[key].since or 0, key))

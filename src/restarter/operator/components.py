@@ -23,6 +23,7 @@ from restarter.restarting.checking import ObjectLog, SourceChecks
 from restarter.restarting.finalizer_release import FinalizerReleaser, ReleaseFailed
 from restarter.restarting.observing import PacerSweeper, WorkloadObserver
 from restarter.restarting.pacing import Pacer
+from restarter.restarting.rollout_groups import RolloutGroups
 from restarter.restarting.scoping import ScopeFollower
 from restarter.restarting.stamping import SourceContext, SourceTurns
 from restarter.restarting.ticking import TimerContext
@@ -60,6 +61,8 @@ class Components:
         # A due workload that stops asking for a slot for over two ticks leaves the queue.
         self.pacer = Pacer(settings.pacing, stale_after=2.5 * settings.timer_interval)
         self.seen = SeenMarks()
+        # Sources sharing a rollout group, seen by the source flow, judged by the breaker.
+        self.groups = RolloutGroups()
         # What keeps a due restart back, asked in order: holds on it, its Namespace or the
         # operator; the gates; the circuit breaker of its changes' waves.
         self.blockers = Blockers(
@@ -70,6 +73,7 @@ class Components:
                     api,
                     settings.rollout_timeout.total_seconds(),
                     settings.halt_expiry or None,
+                    groups=self.groups,
                 ),
             ]
         )
@@ -128,6 +132,7 @@ class Components:
             logger=logger,
             events=path,
             turns=self.turns,
+            groups=self.groups,
         )
 
     def unlabelled_context(self, kind: str, namespace: str, name: str) -> SourceContext:

@@ -25,6 +25,7 @@ from restarter.model.references import SOURCE_KINDS
 from restarter.model.resource_versions import compare_versions
 from restarter.model.waves import HALTED, RELEASED, Verdict, WaveRecord
 from restarter.restarting.blocking import Cached
+from restarter.restarting.rollout_groups import RolloutGroups
 from restarter.services import events, metrics
 from restarter.services.kube import Api, Conflict
 
@@ -65,10 +66,14 @@ class Breaker:
         rollout_timeout: float,
         halt_expiry: float | None,
         *,
+        groups: RolloutGroups | None = None,
         read_only: bool = False,
     ) -> None:
-        """``read_only``: judge, but write no verdict and post nothing (``restarter plan``)."""
+        """``groups``: the rollout groups, shared with the source flow (None: a private
+        index, filled by what this breaker reads). ``read_only``: judge, but write no
+        verdict and post nothing (``restarter plan``)."""
         self.api, self.rollout_timeout, self.halt_expiry = api, rollout_timeout, halt_expiry
+        self.groups = groups or RolloutGroups()
         self.read_only = read_only
         self._sources: Cached[SourceState | None] = Cached(TTL)
         self._records: Cached[WaveRecord | None] = Cached(TTL)
@@ -102,6 +107,28 @@ class Breaker:
         record = self._records.get(
             (namespace, kind, name), lambda: self.record_of(namespace, kind, name, state, now)
         )
+        leader = self._pilot((namespace, kind, name), record)
+        if leader is not None and record is not None and not record.state:
+            # The pilot is judged here too: its own marks are all of its first wave, and
+            # once those restarted nothing of it asks.
+            self._judge(leader, now)
+            fresh = self._state(namespace, kind, name)
+            if fresh is None:
+                return None
+            record = self._records.get(
+                (namespace, kind, name), lambda: self.record_of(namespace, kind, name, fresh, now)
+            )
+            leader = self._pilot((namespace, kind, name), record)
+        if leader is not None and record is not None and not record.state:
+            # Its rollout group's change is judged by another source's first wave.
+            lead = self.groups.members(record.group).get(leader)
+            first = ", ".join(lead.first) if lead is not None else "?"
+            where = f"{leader[0]}/{SOURCE_KINDS[leader[1]]}/{leader[2]}"
+            return waves.MarkHold(
+                f"waiting for the first wave of its rollout group {record.group} ({where}: "
+                f"{first})",
+                False,
+            )
         newer = None
         if record is not None and change is not None:
             newer = compare_versions(record.change, change)
@@ -118,13 +145,35 @@ class Breaker:
 
         return self._sources.get((namespace, kind, name), read)
 
+    def _judge(self, key: waves.SourceKey, now: dt.datetime) -> None:
+        """Judge a source's change (once per ``TTL``), spreading a verdict to its group."""
+        namespace, kind, name = key
+        state = self._state(namespace, kind, name)
+        if state is None:
+            self.groups.record(key, None)
+            return
+        self._records.get(key, lambda: self.record_of(namespace, kind, name, state, now))
+
+    def _pilot(self, key: waves.SourceKey, record: WaveRecord | None) -> waves.SourceKey | None:
+        """The source whose first wave judges this one's change, when that is another
+        source of its rollout group; None when it judges its own."""
+        if record is None or not record.group:
+            return None
+        members = self.groups.members(record.group) | {key: record}
+        leader = waves.pilot(members)
+        return None if leader == key else leader
+
     def record_of(
         self, namespace: str, kind: str, name: str, state: SourceState, now: dt.datetime
     ) -> WaveRecord | None:
-        """The source's wave record, judged now if it is not yet."""
+        """The source's wave record, judged now if it is not yet (and, for a rollout
+        group's pilot, the same verdict spread to the group's other unjudged sources)."""
         record = waves.read_record(state.annotations)
+        self.groups.record((namespace, kind, name), record)
         if record is None or record.state == RELEASED:
             return record
+        if not record.state and self._pilot((namespace, kind, name), record) is not None:
+            return record  # another source's first wave judges it
         with self._judging:
             if record.state == HALTED:
                 resumed = waves.released_by_hand(
@@ -142,8 +191,37 @@ class Breaker:
             verdict, why, failed = waves.judge(record, verdicts)
             if not verdict:
                 return record
-            return self._write(
+            written = self._write(
                 namespace, kind, name, state, record.judged(verdict, now, why, failed), "healthy"
+            )
+            if record.group and written is not None and written.state == verdict:
+                self._spread(record.group, (namespace, kind, name), written, now)
+            return written
+
+    def _spread(
+        self, group: str, pilot: waves.SourceKey, verdict: WaveRecord, now: dt.datetime
+    ) -> None:
+        """The pilot's verdict on the other sources of its group whose change is not judged:
+        one change, one breaker. Each is read fresh and written conditionally."""
+        where = f"{pilot[0]}/{SOURCE_KINDS[pilot[1]]}/{pilot[2]}"
+        for key, known in self.groups.members(group).items():
+            if key == pilot or known.state:
+                continue
+            namespace, kind, name = key
+            found = self.api.read_source_metadata(kind, namespace, name)
+            if found is None:
+                self.groups.record(key, None)
+                continue
+            state = SourceState(found.get("metadata") or {})
+            record = waves.read_record(state.annotations)
+            if record is None or record.state or record.group != group:
+                self.groups.record(key, record)
+                continue
+            why = (
+                f"with its rollout group {group}, whose first wave ({where}) decided: {verdict.why}"
+            )
+            self._write(
+                namespace, kind, name, state, record.judged(verdict.state, now, why), "group"
             )
 
     def _assess(
@@ -188,6 +266,7 @@ class Breaker:
         self._records.forget((namespace, kind, name))
         if written is None:
             return waves.read_record(state.annotations)
+        self.groups.record((namespace, kind, name), judged)
         source = {
             "apiVersion": "v1",
             "kind": SOURCE_KINDS[kind],

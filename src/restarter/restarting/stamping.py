@@ -31,6 +31,7 @@ from restarter.model.kinds import WORKLOAD_KINDS, api_version
 from restarter.model.references import SOURCE_KINDS
 from restarter.model.schedule import ScheduleError, next_restart, parse_zone
 from restarter.model.source_changes import Change
+from restarter.restarting.rollout_groups import RolloutGroups
 from restarter.services import metrics
 from restarter.services.events import QUEUED, Direct, EventPath
 from restarter.services.kube import Api
@@ -99,6 +100,9 @@ class SourceContext:
 
     turns: SourceTurns | None = None
     """Shared by every path that checks sources, so that one source is checked at a time."""
+
+    groups: RolloutGroups | None = None
+    """The rollout groups' members and their wave records, shared with the breaker."""
 
     def watched(self, source: Mapping[str, Any]) -> bool:
         """True while a change of the source can restart something: it is labelled, or a
@@ -345,6 +349,8 @@ def _not_recorded(change: Change, what: str, refusal: str) -> str:
 async def check_source(context: SourceContext, source: Mapping[str, Any]) -> None:
     """A labelled source was listed, added or modified: on a data change, stamp every
     dependent, trying again until every stamp landed."""
+    if context.groups is not None:
+        context.groups.observe(context.kind, source["metadata"])
     # Until every workload stream has listed (and while one is reconnecting), the map
     # may lack a user of this source: wait rather than record a change unstamped.
     while not context.in_sync.is_set():
@@ -541,9 +547,13 @@ def reconcile_source(
         # The workload whose failure halted the last change tries the fix first.
         prefer=(previous.failed,) if previous and previous.state == waves.HALTED else (),
         quiet=quiet,
+        grouped=bool(group := waves.group_of(metadata)) and first_wave.enabled,
     )
+    record_of_waves = None
     if plan.first:
-        record_of_waves = waves.WaveRecord(change_id, tuple(map(waves.named, plan.first)), soak)
+        first = tuple(map(waves.named, plan.first))
+        since = int(now.timestamp())
+        record_of_waves = waves.WaveRecord(change_id, first, soak, group=group, since=since)
         wave_record[keys.WAVE] = record_of_waves.to_annotation()
     for unreadable in plan.unreadable:
         _invalid_workload_window(
@@ -563,6 +573,8 @@ def reconcile_source(
         # unrecorded, so the corrected label schedules them.
         return True
     record_checksum()
+    if context.groups is not None and record_of_waves is not None:
+        context.groups.record((namespace, kind, name), record_of_waves)
     unaffected = max(0, len(context.reference_map.dependents(namespace, kind, name)) - len(readers))
     report_change(context, source, changed, request, plan, outcome, unaffected, now)
     return True

@@ -590,7 +590,9 @@ class Api:
             **_watch_options(resource_version, timeout),
         )
 
-    def labelled_names(self, resource: str, namespace: str, label: str) -> list[dict[str, Any]]:
+    def labelled_names(
+        self, resource: str, namespace: str | None, label: str
+    ) -> list[dict[str, Any]]:
         """The metadata of every workload (by plural) or source (``secret``,
         ``configmap``) in ``namespace`` that carries ``label``: never a source's data."""
         if resource in WORKLOAD_KINDS:

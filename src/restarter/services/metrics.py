@@ -122,7 +122,8 @@ CHANGES_HALTED = Counter(
 CHANGES_RELEASED = Counter(
     "restarter_changes_released_total",
     "Changes let through to the rest of their dependents, by how: healthy (the first wave "
-    "soaked), resumed (by hand) or expired (the halt expiry passed).",
+    "soaked), group (the first wave of its rollout group decided), resumed (by hand) or "
+    "expired (the halt expiry passed).",
     ["how"],
 )
 LEADER = Gauge(
