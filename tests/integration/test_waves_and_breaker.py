@@ -56,8 +56,11 @@ def _wave_record(core: Core, namespace: str) -> dict[str, Any]:
     return dict(json.loads(annotations.get(keys.WAVE) or "{}"))
 
 
-def _three_dependents(core: Core, apps: Apps, namespace: str, first: dict[str, Any]) -> None:
-    core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window_open_now()))
+def _three_dependents(
+    core: Core, apps: Apps, namespace: str, first: dict[str, Any], window: str = ""
+) -> None:
+    window = window or window_open_now()
+    core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window))
     apps.create_namespaced_deployment(namespace, first)
     for name in ("b-web", "c-api"):
         apps.create_namespaced_deployment(namespace, deployment(name, env=[env_from_secret("db")]))
@@ -155,8 +158,10 @@ def test_nothing_is_lost_when_the_operator_is_killed_while_soaking_or_halted(
     cluster: Cluster, core: Core, apps: Apps, namespace: str, operator: OperatorFactory
 ) -> None:
     """The state lives on the objects: killed while the first wave soaks, a new operator
-    releases the rest once; killed while halted, a new one keeps the change halted."""
-    _three_dependents(core, apps, namespace, deployment("a-first", env=[env_from_secret("db")]))
+    releases the rest once; killed while halted, a new one keeps the change halted. (``now``:
+    a window restarts a workload once per occurrence, and this test changes the data twice.)"""
+    first = deployment("a-first", env=[env_from_secret("db")])
+    _three_dependents(core, apps, namespace, first, window="now")
     for name in ("a-first", "b-web", "c-api"):
         rollout_finished(cluster, namespace, name)
     first = operator("--first-wave", "1", "--soak", "20s", "--quiet", "0")

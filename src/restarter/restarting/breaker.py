@@ -54,6 +54,14 @@ class SourceState:
         return keys.CHANGE in self.annotations
 
 
+def _older(record: WaveRecord | None, change: str | None) -> bool:
+    """True when a record is missing, or is of a change older than the mark's ``change``."""
+    if record is None:
+        return True
+    order = None if change is None else compare_versions(record.change, change)
+    return order is not None and order < 0
+
+
 class Breaker:
     """The blocker of changes whose first wave has not proven them (``blocking.Blocker``)."""
 
@@ -101,42 +109,59 @@ class Breaker:
         kind = _KIND_OF.get(named_kind)
         if kind is None:
             return None
-        state = self._state(namespace, kind, name)
-        if state is None:
+        key = (namespace, kind, name)
+        found = self._judged(key, now)
+        if found is not None and _older(found[1], change):
+            # The mark is newer than what was read, maybe a second ago: read again, or a
+            # stale read could let the rest of a new change through before its record.
+            self._sources.forget(key)
+            self._records.forget(key)
+            found = self._judged(key, now)
+        if found is None:
             return None  # the source is gone: nothing left to judge the change by
-        record = self._records.get(
-            (namespace, kind, name), lambda: self.record_of(namespace, kind, name, state, now)
-        )
-        leader = self._pilot((namespace, kind, name), record)
+        state, record = found
+        leader = self._pilot(key, record)
         if leader is not None and record is not None and not record.state:
             # The pilot is judged here too: its own marks are all of its first wave, and
             # once those restarted nothing of it asks.
             self._judge(leader, now)
-            fresh = self._state(namespace, kind, name)
-            if fresh is None:
+            found = self._judged(key, now)
+            if found is None:
                 return None
-            record = self._records.get(
-                (namespace, kind, name), lambda: self.record_of(namespace, kind, name, fresh, now)
-            )
-            leader = self._pilot((namespace, kind, name), record)
-        if leader is not None and record is not None and not record.state:
-            # Its rollout group's change is judged by another source's first wave.
-            lead = self.groups.members(record.group).get(leader)
-            first = ", ".join(lead.first) if lead is not None else "?"
-            where = f"{leader[0]}/{SOURCE_KINDS[leader[1]]}/{leader[2]}"
-            return waves.MarkHold(
-                f"waiting for the first wave of its rollout group {record.group} ({where}: "
-                f"{first})",
-                False,
-            )
-        newer = None
-        if record is not None and change is not None:
-            newer = compare_versions(record.change, change)
-        if (record is None or (newer is not None and newer < 0)) and not state.fanning_out:
+            state, record = found
+            if not record or record.state or self._pilot(key, record) is None:
+                leader = None
+        if leader is not None and record is not None:
+            return self._waiting_for_group(leader, record)
+        if _older(record, change) and not state.fanning_out:
             # No record of this change, and none coming: its fan-out ended without one (the
             # API refused it). Nothing is held for a judgement that will never come.
             return None
+        newer = (
+            None if record is None or change is None else compare_versions(record.change, change)
+        )
         return waves.mark_hold(wave, change, record, newer)
+
+    def _judged(
+        self, key: waves.SourceKey, now: dt.datetime
+    ) -> tuple[SourceState, WaveRecord | None] | None:
+        """The source's metadata and its wave record, judged if due; None when it is gone."""
+        namespace, kind, name = key
+        state = self._state(namespace, kind, name)
+        if state is None:
+            return None
+        record = self._records.get(key, lambda: self.record_of(namespace, kind, name, state, now))
+        return state, record
+
+    def _waiting_for_group(self, leader: waves.SourceKey, record: WaveRecord) -> waves.MarkHold:
+        """The hold of a source whose rollout group's change another source's first wave judges."""
+        lead = self.groups.members(record.group).get(leader)
+        first = ", ".join(lead.first) if lead is not None else "?"
+        where = f"{leader[0]}/{SOURCE_KINDS[leader[1]]}/{leader[2]}"
+        return waves.MarkHold(
+            f"waiting for the first wave of its rollout group {record.group} ({where}: {first})",
+            False,
+        )
 
     def _state(self, namespace: str, kind: str, name: str) -> SourceState | None:
         def read() -> SourceState | None:
