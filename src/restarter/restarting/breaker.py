@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -86,6 +87,8 @@ class Breaker:
         self._sources: Cached[SourceState | None] = Cached(TTL)
         self._records: Cached[WaveRecord | None] = Cached(TTL)
         self._judging = threading.Lock()
+        self._rereads: dict[tuple[waves.SourceKey, str | None], float] = {}
+        self._reread_lock = threading.Lock()
 
     def blocks(self, workload: Mapping[str, Any], now: dt.datetime) -> Hold | None:
         metadata = workload.get("metadata") or {}
@@ -111,9 +114,10 @@ class Breaker:
             return None
         key = (namespace, kind, name)
         found = self._judged(key, now)
-        if found is not None and _older(found[1], change):
-            # The mark is newer than what was read, maybe a second ago: read again, or a
-            # stale read could let the rest of a new change through before its record.
+        if found is not None and _older(found[1], change) and self._reread(key, change):
+            # The mark is newer than what was read, maybe a second ago: read again (once
+            # per change and TTL), or a stale read could let the rest of a new change
+            # through before its record.
             self._sources.forget(key)
             self._records.forget(key)
             found = self._judged(key, now)
@@ -141,6 +145,18 @@ class Breaker:
             None if record is None or change is None else compare_versions(record.change, change)
         )
         return waves.mark_hold(wave, change, record, newer)
+
+    def _reread(self, key: waves.SourceKey, change: str | None) -> bool:
+        """True when a mark of ``change`` has not made the source be read again within
+        ``TTL``: a fan-out's thousand marks ask once a second, not once each."""
+        moment = time.monotonic()
+        with self._reread_lock:
+            last = self._rereads.get((key, change))
+            if last is not None and moment - last < TTL:
+                return False
+            self._rereads = {k: v for k, v in self._rereads.items() if moment - v < TTL}
+            self._rereads[key, change] = moment
+        return True
 
     def _judged(
         self, key: waves.SourceKey, now: dt.datetime
