@@ -9,10 +9,11 @@ import json
 
 import pytest
 
-from restarter.model import keys, restart_decisions, stamps, waves, windows
+from restarter.model import health, keys, restart_decisions, stamps, waves, windows
 from restarter.model.fan_out import Target, plan_fan_out
+from restarter.model.health import Health
 from restarter.model.restart_decisions import Action
-from restarter.model.waves import HALTED, RELEASED, Health, WaveError, WaveRecord
+from restarter.model.waves import HALTED, RELEASED, WaveError, WaveRecord
 from restarter.services.settings import Settings
 
 NOW = dt.datetime(2026, 12, 7, 12, 0, tzinfo=dt.UTC)
@@ -137,7 +138,7 @@ def _pod(
 
 
 def _assess(body: dict | None, pods: list[dict], soak: float = 60) -> waves.Verdict:
-    return waves.assess("deployments", body, pods, "secret.db", "812", NOW, soak, 600)
+    return health.assess("deployments", body, pods, "secret.db", "812", NOW, soak, 600)
 
 
 def test_a_first_wave_pod_that_crash_loops_is_unhealthy_and_named_without_a_value() -> None:
@@ -169,7 +170,7 @@ def test_a_rollout_past_its_progress_deadline_is_unhealthy() -> None:
 def test_a_degraded_rollout_is_unhealthy() -> None:
     body = _restarted()
     body["status"]["phase"] = "Degraded"
-    verdict = waves.assess("rollouts", body, [], "secret.db", "812", NOW, 60, 600)
+    verdict = health.assess("rollouts", body, [], "secret.db", "812", NOW, 60, 600)
     assert verdict.health is Health.UNHEALTHY
 
 
@@ -198,15 +199,15 @@ def _record(state: str = "", why: str = "") -> WaveRecord:
 
 
 def test_one_unhealthy_first_wave_workload_halts_the_change_and_healthy_ones_release_it() -> None:
-    unhealthy = {"Deployment/a": waves.Verdict(Health.UNHEALTHY, "pod a-1 crashed")}
+    unhealthy = {"Deployment/a": health.Verdict(Health.UNHEALTHY, "pod a-1 crashed")}
     assert waves.judge(_record(), unhealthy) == (
         HALTED,
         "Deployment/a failed: pod a-1 crashed",
         "Deployment/a",
     )
-    healthy = {"Deployment/a": waves.Verdict(Health.HEALTHY)}
+    healthy = {"Deployment/a": health.Verdict(Health.HEALTHY)}
     assert waves.judge(_record(), healthy)[0] == RELEASED
-    soaking = {"Deployment/a": waves.Verdict(Health.SOAKING, "soaking")}
+    soaking = {"Deployment/a": health.Verdict(Health.SOAKING, "soaking")}
     assert waves.judge(_record(), soaking)[0] == ""
 
 

@@ -20,11 +20,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from restarter.model import holds, keys, reasons, stamps, waves, windows
+from restarter.model import health, holds, keys, reasons, stamps, waves, windows
+from restarter.model.health import Health, Verdict
 from restarter.model.holds import Hold
 from restarter.model.references import SOURCE_KINDS
 from restarter.model.resource_versions import compare_versions
-from restarter.model.waves import HALTED, RELEASED, Verdict, WaveRecord
+from restarter.model.waves import HALTED, RELEASED, WaveRecord
 from restarter.restarting.blocking import Cached
 from restarter.restarting.rollout_groups import RolloutGroups
 from restarter.services import events, metrics
@@ -270,16 +271,16 @@ class Breaker:
     ) -> Verdict:
         dependent = waves.dependent_of(first)
         if dependent is None:
-            return Verdict(waves.Health.GONE)
+            return Verdict(Health.GONE)
         plural, workload_name = dependent
         body = self.api.read_workload(plural, namespace, workload_name)
         token = keys.source_token(kind, name)
         pods: list[dict[str, Any]] = []
         annotations = ((body or {}).get("metadata") or {}).get("annotations") or {}
         if stamps.restarted_for(annotations).get(token) == record.change:
-            selector = waves.template_selector(body or {})
+            selector = health.template_selector(body or {})
             pods = self.api.list_pods(namespace, selector) if selector else []
-        return waves.assess(
+        return health.assess(
             plural, body, pods, token, record.change, now, record.soak, self.rollout_timeout
         )
 
