@@ -41,7 +41,8 @@ from restarter.model.stamps import stamp_patch
 from restarter.model.timer_admission import admit_patch
 from restarter.model.windows import WindowRequest
 from restarter.restarting.pacing import Pacer
-from restarter.restarting.ticking import restart_when_due, timer_wanted
+from restarter.restarting.ticking import restart_when_due
+from restarter.restarting.timer_state import timer_wanted
 from restarter.services.kube import Api, Conflict
 from restarter.services.settings import Settings
 from tests.conftest import wait_for

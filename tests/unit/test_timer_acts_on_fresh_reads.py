@@ -19,7 +19,7 @@ from prometheus_client import REGISTRY
 from restarter.cluster.seen_marks import SeenMarks
 from restarter.model import keys
 from restarter.model.windows import WindowRequest
-from restarter.restarting import ticking
+from restarter.restarting import ticking, timer_state
 from restarter.restarting.pacing import Pacer
 from restarter.services import events as event_path
 from restarter.services.kube import Conflict
@@ -32,9 +32,9 @@ log = logging.getLogger(__name__)
 
 def deployments_timer(
     api: Any, pacer: Pacer, seen: SeenMarks, memo: dict[str, Any]
-) -> ticking.TimerContext:
+) -> timer_state.TimerContext:
     """The context of one tick of a Deployment's timer, as the operator's handler makes it."""
-    return ticking.TimerContext(
+    return timer_state.TimerContext(
         plural="deployments",
         settings=SETTINGS,
         api=api,
@@ -144,8 +144,8 @@ def test_the_patch_is_conditional_on_the_fresh_read_not_on_the_ticks_body(
     assert [patch["metadata"]["resourceVersion"] for patch in api.sent] == ["12"]
     assert events == ["Restarted"]
     assert count("restarted") == before + 1
-    assert ticking.settled(memo, {"resourceVersion": "13"})
-    assert not ticking.settled(memo, {"resourceVersion": "14"})
+    assert timer_state.settled(memo, {"resourceVersion": "13"})
+    assert not timer_state.settled(memo, {"resourceVersion": "14"})
 
 
 def test_a_body_the_streams_saw_at_its_version_with_its_marks_is_patched_without_a_read(
@@ -214,7 +214,7 @@ def test_marks_removed_meanwhile_send_and_report_nothing(events: list[str]) -> N
     tick(pending("12", since), api, memo, new_pacer())
     assert api.sent == []
     assert events == []
-    assert ticking.settled(memo, {"resourceVersion": "13"})
+    assert timer_state.settled(memo, {"resourceVersion": "13"})
 
 
 def test_two_conflicts_send_nothing_more_and_free_the_slot(events: list[str]) -> None:

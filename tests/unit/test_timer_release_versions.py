@@ -15,7 +15,7 @@ import pytest
 
 from restarter.model import keys
 from restarter.model.resource_versions import compare_versions
-from restarter.restarting.ticking import settle, settled, timer_wanted
+from restarter.restarting.timer_state import settle, settled, timer_wanted
 
 PENDING = {keys.pending_key("secret", "db"): "1796000000"}
 

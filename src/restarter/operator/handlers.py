@@ -13,7 +13,8 @@ from restarter.model.kinds import APPS_KINDS, KINDS
 from restarter.model.references import SOURCE_KINDS
 from restarter.operator.components import Components
 from restarter.restarting.stamping import check_source
-from restarter.restarting.ticking import restart_when_due, timer_wanted
+from restarter.restarting.ticking import restart_when_due
+from restarter.restarting.timer_state import timer_wanted
 from restarter.services.kube import Api
 from restarter.services.settings import Settings
 
