@@ -26,7 +26,7 @@ import kubernetes
 from restarter.cluster.reference_map import ReferenceMap, references_of
 from restarter.model import keys
 from restarter.restarting.checking import SourceChecks
-from restarter.restarting.stamping import SourceContext, SourceTurns
+from restarter.restarting.source_context import SourceContext, SourceTurns
 from restarter.services import events
 from restarter.services import settings as settings_module
 from restarter.services.kube import Api, client_for

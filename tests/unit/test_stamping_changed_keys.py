@@ -18,7 +18,7 @@ import pytest
 from restarter.cluster.reference_map import ReferenceMap, references_of
 from restarter.model import keys, reasons, source_changes, windows
 from restarter.model.checksums import checksum, key_digests, new_salt, read_key_digests
-from restarter.restarting import stamping
+from restarter.restarting import source_context, stamping
 from restarter.services import events
 from restarter.services.settings import Settings
 
@@ -107,7 +107,7 @@ def recorded_for(data: dict[str, str]) -> dict[str, str]:
 def reconcile(
     source: dict[str, Any], api: RecordingApi, reference_map: ReferenceMap | None = None
 ) -> bool:
-    context = stamping.SourceContext(
+    context = source_context.SourceContext(
         kind="secret",
         settings=Settings(),
         api=api,  # type: ignore[arg-type]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from restarter.restarting.stamping import NAMED, Names, _bounded
+from restarter.restarting.fanning_out import NAMED, Names, _bounded
 
 
 def test_no_more_calls_are_submitted_than_run_at_once() -> None:

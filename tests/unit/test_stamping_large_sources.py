@@ -30,7 +30,7 @@ from restarter.model.checksums import (
     new_salt,
     read_key_digests,
 )
-from restarter.restarting import stamping
+from restarter.restarting import fanning_out, source_context, stamping
 from restarter.services import events
 from restarter.services.settings import Settings
 from tests.unit.test_stamping_changed_keys import RecordingApi
@@ -129,7 +129,7 @@ def reconcile(
     reference_map: ReferenceMap | None = None,
     seen: dict[tuple[str, str, str], str] | None = None,
 ) -> bool:
-    context = stamping.SourceContext(
+    context = source_context.SourceContext(
         kind="secret",
         settings=Settings(),
         api=api,  # type: ignore[arg-type]
@@ -209,7 +209,7 @@ def test_a_change_recorded_per_key_still_names_exact_keys_when_the_data_grew() -
 
 
 def test_an_event_names_at_most_twenty_keys() -> None:
-    described = stamping.describe_keys(frozenset(BIG))
+    described = fanning_out.describe_keys(frozenset(BIG))
     assert described.startswith("keys key-0000, key-0001,")
     assert described.endswith("key-0019 and 980 more")
 

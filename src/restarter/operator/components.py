@@ -25,7 +25,7 @@ from restarter.restarting.observing import PacerSweeper, WorkloadObserver
 from restarter.restarting.pacing import Pacer
 from restarter.restarting.rollout_groups import RolloutGroups
 from restarter.restarting.scoping import ScopeFollower
-from restarter.restarting.stamping import SourceContext, SourceTurns
+from restarter.restarting.source_context import SourceContext, SourceTurns
 from restarter.restarting.timer_state import TimerContext
 from restarter.services import events
 from restarter.services.kube import Api

@@ -13,7 +13,8 @@ from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from restarter.cluster.source_watching import labelled
-from restarter.restarting.stamping import SourceContext, check_source
+from restarter.restarting.source_context import SourceContext
+from restarter.restarting.stamping import check_source
 
 log = logging.getLogger("restarter.sources")
 

@@ -1,0 +1,261 @@
+"""The stamps of one change: every dependent of the plan stamped, a bounded number at once,
+each with its ``RestartScheduled`` Event; and the change's ``ChangeDetected`` Event."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, as_completed, wait
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from restarter.model import (
+    certificates,
+    checksums,
+    keys,
+    reasons,
+    restart_decisions,
+    stamps,
+    windows,
+)
+from restarter.model.fan_out import FanOut
+from restarter.model.kinds import WORKLOAD_KINDS
+from restarter.model.references import SOURCE_KINDS
+from restarter.model.schedule import next_restart, parse_zone
+from restarter.restarting.source_context import SourceContext
+from restarter.services import metrics
+from restarter.services.events import Direct
+
+#: Stamps in flight at once for one change (below kube.POOL_SIZE connections).
+STAMP_CONCURRENCY = 16
+
+
+#: How a workload's Event names where its window came from.
+ORIGIN_NOTES = {
+    windows.FROM_SOURCE: "",
+    windows.FROM_WORKLOAD: f" (the workload's {keys.WORKLOAD_RESTART_AT})",
+    windows.FROM_RELOADER: " (the default for Reloader's annotations)",
+}
+
+
+def _when(instant: dt.datetime, zone_name: str) -> str:
+    local = instant.astimezone(parse_zone(zone_name))
+    return f"{local:%Y-%m-%d %H:%M} {zone_name}"
+
+
+#: The most key names an Event or log line lists; the others are counted.
+NAMED_KEYS = 20
+
+
+def _key_names(names: frozenset[str]) -> str:
+    listed = sorted(names)
+    shown = ", ".join(listed[:NAMED_KEYS])
+    more = len(listed) - NAMED_KEYS
+    return f"key{'s' if len(listed) != 1 else ''} {shown}" + (
+        f" and {more} more" if more > 0 else ""
+    )
+
+
+def describe_keys(changed: checksums.ChangedKeys) -> str:
+    """How Events and logs name changed keys (names only, never values): exactly where the
+    source's digests are per key; where they are per bucket, the keys of the changed
+    buckets, as possibly changed."""
+    if changed is None:
+        return "changed keys unknown"
+    if isinstance(changed, checksums.BucketChange):
+        buckets = f"{len(changed.buckets)} of {changed.count} digest buckets changed"
+        if not changed.present:
+            return f"{buckets}, holding no key now: a key was removed, its name is not known"
+        # The buckets first: an Event's message is cut at 1 024 characters, and key names
+        # may be 253 long.
+        return (
+            f"{buckets}, and which of their keys changed cannot be told: "
+            f"possibly {_key_names(changed.present)}"
+        )
+    if isinstance(changed, checksums.PossiblyChanged):
+        return f"possibly {_key_names(changed)}, in a changed digest bucket"
+    return _key_names(changed)
+
+
+#: What became of one stamp (``reconcile_source``).
+STAMPED, DONE_BEFORE, EVENT_LOST = "stamped", "done before", "event lost"
+
+
+def _reference(workload: Mapping[str, Any], token: str) -> dict[str, Any]:
+    """A stamped workload as an Event's involvedObject needs it, with the two annotations
+    the stamp's outcome is read from (``restarted-for`` only as this source's entry)."""
+    metadata = workload.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    kept: dict[str, str] = {}
+    if (done := stamps.restarted_for(annotations).get(token)) is not None:
+        kept[keys.RESTARTED_FOR] = json.dumps({token: done})
+    if (restarted := annotations.get(keys.RESTART_TS)) is not None:
+        kept[keys.RESTART_TS] = restarted
+    slim = {key: metadata.get(key) for key in ("name", "namespace", "uid", "resourceVersion")}
+    return {
+        "apiVersion": workload.get("apiVersion"),
+        "kind": workload.get("kind"),
+        "metadata": slim | {"annotations": kept},
+    }
+
+
+#: Workloads named in a message at most; the rest are counted.
+NAMED = 50
+
+
+class Names:
+    """The workloads one outcome befell: counted all, named up to ``NAMED`` (a line or an
+    Event about 10 000 stamps names the first ones and counts the rest)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._names: list[str] = []
+
+    def add(self, name: str) -> None:
+        self.count += 1
+        if len(self._names) < NAMED:
+            self._names.append(name)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __str__(self) -> str:
+        more = self.count - len(self._names)
+        return ", ".join(sorted(self._names)) + (f" and {more} more" if more else "")
+
+
+T = TypeVar("T")
+
+
+R = TypeVar("R")
+
+
+def _bounded(call: Callable[[T], R], items: list[T], limit: int) -> Iterator[tuple[T, R]]:
+    """``call`` on each item in ``limit`` threads, never more than ``limit`` submitted and
+    unanswered: (item, result) pairs as they are answered."""
+    with ThreadPoolExecutor(max_workers=limit) as pool:
+        running: dict[Future[R], T] = {}
+        for item in items:
+            if len(running) >= limit:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    yield running.pop(future), future.result()
+            running[pool.submit(call, item)] = item
+        for future in as_completed(list(running)):
+            yield running.pop(future), future.result()
+
+
+@dataclass
+class StampOutcome:
+    """What became of one change's stamps, counted and named (``Names``)."""
+
+    stamped: Names = field(default_factory=lambda: Names())
+    failed: Names = field(default_factory=lambda: Names())
+    done_before: Names = field(default_factory=lambda: Names())
+
+
+def send_stamps(
+    context: SourceContext,
+    source: Mapping[str, Any],
+    plan: FanOut,
+    change_id: str,
+    now: dt.datetime,
+) -> StampOutcome:
+    """Stamp every dependent of the plan, each posting its RestartScheduled Event."""
+    kind, api, logger = context.kind, context.api, context.logger
+    metadata = source["metadata"]
+    namespace, name = metadata["namespace"], metadata["name"]
+    what = f"{SOURCE_KINDS[kind]} {name}"
+    token = keys.source_token(kind, name)
+    # The stamping threads post their Events themselves, one request each beside the
+    # stamp: nothing queues up behind a fan-out to thousands (kopf's queue is unbounded).
+    direct = Direct(api)
+
+    def stamp(dependent: tuple[str, str]) -> str | Exception | None:
+        """Stamp one dependent and post its Event; what became of it (``STAMPED``,
+        ``DONE_BEFORE``, ``EVENT_LOST``), None if it is gone, or the stamp's error."""
+        plural, workload_name = dependent
+        try:
+            stamped = api.patch_workload(
+                plural, namespace, workload_name, plan.patch_for(dependent)
+            )
+        except Exception as error:  # one refused patch must not stop the others
+            return error
+        if stamped is None:
+            return None  # deleted since the reference map saw it
+        reference = _reference(stamped, token)
+        annotations = reference["metadata"]["annotations"]
+        if stamps.restarted_for(annotations).get(token) == change_id:
+            return DONE_BEFORE  # its timer clears the mark; nothing restarts
+        metrics.STAMPED.labels(WORKLOAD_KINDS[plural]).inc()
+        asked_for = plan.requests[dependent]
+        last = restart_decisions.last_restart(annotations, now)
+        when = next_restart(asked_for.window(), now, last)
+        early = certificates.earliest_deadline(plan.patch_for(dependent)["metadata"]["annotations"])
+        before = "" if early is None or early.at >= when else f"; {early.describe(now)}"
+        when = when if early is None else min(when, max(early.at, now))
+        try:
+            direct.post(
+                reference,
+                reason=reasons.RESTART_SCHEDULED,
+                message=f"{what} changed ({describe_keys(plan.reads[dependent])}); restart "
+                f"scheduled in window {asked_for.describe()}{ORIGIN_NOTES[asked_for.origin]} "
+                f"(next restart {_when(when, asked_for.timezone)}{before})",
+            )
+        except Exception:  # the stamp landed: a lost Event loses no restart
+            return EVENT_LOST
+        return STAMPED
+
+    # At most STAMP_CONCURRENCY stamps in flight, and no more queued: a fan-out holds
+    # what its requests in flight hold, whatever the number of dependents. All of them
+    # are answered before the checksum is recorded.
+    outcome = StampOutcome()
+    for (plural, dependent), result in _bounded(stamp, plan.targets, STAMP_CONCURRENCY):
+        label = f"{WORKLOAD_KINDS[plural]} {dependent}"
+        if isinstance(result, Exception):
+            # Logs stay in this thread: kopf's logger posts through the handler's context.
+            logger.error(f"could not stamp {label}: {type(result).__name__}")
+            outcome.failed.add(label)
+        elif result == DONE_BEFORE:
+            outcome.done_before.add(label)
+        elif result is not None:
+            if result == EVENT_LOST:
+                logger.warning(f"stamped {label}; its RestartScheduled Event was not posted")
+            outcome.stamped.add(label)
+    return outcome
+
+
+def report_change(
+    context: SourceContext,
+    source: Mapping[str, Any],
+    changed: checksums.ChangedKeys,
+    request: windows.WindowRequest | None,
+    plan: FanOut,
+    outcome: StampOutcome,
+    unaffected: int,
+    now: dt.datetime,
+) -> None:
+    """The change's count, log line and ChangeDetected Event, once every stamp landed."""
+    stamped, done_before = outcome.stamped, outcome.done_before
+    not_asked, what_changed = plan.not_asked, describe_keys(changed)
+    metrics.CHANGES.labels(SOURCE_KINDS[context.kind]).inc()
+    message = (
+        f"data changed ({what_changed}); {len(stamped)} dependent workload(s) scheduled for "
+        + (
+            f"restart in window {request.describe()} "
+            f"(next start {_when(request.window().next_start(now), request.timezone)})"
+            if request is not None
+            else "restart in the windows they opted in with"
+        )
+        + (f": {stamped}" if stamped else "")
+        + (f"; {unaffected} read none of the changed keys" if unaffected else "")
+        + (f"; {not_asked} did not opt in for it" if not_asked else "")
+        + (
+            f"; {len(done_before)} already restarted for this change: {done_before}"
+            if done_before
+            else ""
+        )
+    )
+    context.logger.info(message)
+    context.events.post(source, reason=reasons.CHANGE_DETECTED, message=message)

@@ -1,0 +1,192 @@
+"""What the source flow records on the source: the change being scheduled (its id), then
+the checksum with the key digests, the certificates' expiry and the wave record; and what a
+refused patch costs, told as a Warning on the source."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from restarter.model import (
+    certificates,
+    checksums,
+    keys,
+    reasons,
+    source_changes,
+)
+from restarter.model.references import SOURCE_KINDS
+from restarter.model.schedule import ScheduleError
+from restarter.model.source_changes import Change
+from restarter.restarting.source_context import SourceContext
+from restarter.services import metrics
+
+
+def _refusal(error: Exception, current: str) -> tuple[int, str]:
+    """The HTTP status of a refused request (0: no answer) and how an Event names it: the
+    status and the apiserver's message (which names the field and the limit), without the
+    checksum should the message echo it."""
+    status = getattr(error, "status", None)
+    if not isinstance(status, int):
+        return 0, f"no answer: {type(error).__name__}"
+    try:
+        message = json.loads(getattr(error, "body", None) or "{}").get("message") or ""
+    except (ValueError, AttributeError):
+        message = ""
+    message = str(message).replace(current.removeprefix("sha256:"), "…")[:300]
+    reason = getattr(error, "reason", None) or ""
+    return status, f"HTTP {status} {reason}".rstrip() + (f": {message}" if message else "")
+
+
+def _refused(context: SourceContext, error: Exception, current: str, what: str) -> str:
+    """A refused patch of the source counted and logged; what the Warning says of it."""
+    status, refusal = _refusal(error, current)
+    metrics.SOURCE_PATCH_ERRORS.labels(SOURCE_KINDS[context.kind], str(status)).inc()
+    context.logger.warning(f"the API refused {what}: {refusal}")
+    return refusal
+
+
+def _raise_if_transient(context: SourceContext, error: Exception, current: str) -> None:
+    """No answer, a 429 or a server error: the same patch may pass when tried again, so the
+    check fails (counted and logged) and is tried again, the change not taken as recorded.
+    Only an answer that refuses the patch itself is a refusal."""
+    status, refusal = _refusal(error, current)
+    if status and status != 429 and status < 500:
+        return
+    metrics.SOURCE_PATCH_ERRORS.labels(SOURCE_KINDS[context.kind], str(status)).inc()
+    context.logger.warning(f"could not record the checksum ({refusal}); trying again")
+    raise error
+
+
+def begin_change(
+    context: SourceContext, source: Mapping[str, Any], change_id: str, current: str
+) -> None:
+    """The change's id recorded on the source before its first stamp. Refused, it is a
+    Warning, and stamping goes on: the restarts matter more than the id that keeps a
+    fan-out resumed after a crash from restarting a dependent twice."""
+    metadata = source["metadata"]
+    patch = source_changes.begin_change_patch(change_id, current)
+    try:
+        context.api.patch_source(context.kind, metadata["namespace"], metadata["name"], patch)
+    except Exception as error:
+        refusal = _refused(context, error, current, "the change annotation")
+        context.events.post(
+            source,
+            reason=reasons.CHANGE_NOT_RECORDED,
+            message=f"could not record the change being scheduled ({refusal}); its "
+            "dependents are scheduled anyway, but should restarter stop before the change is "
+            "recorded, one that already restarted for it may restart again",
+        )
+
+
+def record(
+    context: SourceContext,
+    source: Mapping[str, Any],
+    change: Change,
+    current: str,
+    key_change: source_changes.KeyChange,
+    also: Mapping[str, str] | None = None,
+) -> str | None:
+    """Record the checksum, with the most precise key digests that fit, on the source; what
+    was recorded, or None when the API refused even the checksum alone.
+
+    A refused patch is a Warning Event on the source and a metric, never only a log line.
+    Refused digests are dropped and the checksum sent alone. A refused checksum is not sent
+    again (the same patch would be refused again): the caller goes on as if it were
+    recorded for this run, so nothing spins on it. A patch with no answer, a 429 or a
+    server error is no refusal: the error is raised, and the check is tried again.
+    """
+    kind, api = context.kind, context.api
+    metadata = source["metadata"]
+    namespace, name = metadata["namespace"], metadata["name"]
+    what, digests = SOURCE_KINDS[kind], key_change.record
+    every = f"every workload that uses this {what} restarts on its next data change"
+    # The earliest certificate expiry of the same data goes with the checksum (deadlines).
+    # ``also``: the change's wave record (model.waves), written in the same request.
+    expiry = certificates.expiry_annotation(kind, source) | dict(also or {})
+    try:
+        patch = source_changes.checksum_patch(current, digests, drop_digests=True)
+        patch["metadata"]["annotations"] |= expiry
+        api.patch_source(kind, namespace, name, patch)
+    except Exception as error:
+        _raise_if_transient(context, error, current)
+        sent = "the checksum" if digests is None else "the checksum and key digests"
+        refusal = _refused(context, error, current, sent)
+        if digests is None:
+            context.events.post(
+                source,
+                reason=reasons.CHECKSUM_NOT_RECORDED,
+                message=_not_recorded(change, what, refusal),
+            )
+            return None
+        # The digests may be what was refused: the checksum alone still records the change.
+        alone = source_changes.checksum_patch(current, None, drop_digests=True)
+        alone["metadata"]["annotations"] |= expiry
+        try:
+            api.patch_source(kind, namespace, name, alone)
+        except Exception as again:
+            _raise_if_transient(context, again, current)
+            refusal = _refused(context, again, current, "the checksum")
+            context.events.post(
+                source,
+                reason=reasons.CHECKSUM_NOT_RECORDED,
+                message=_not_recorded(change, what, refusal),
+            )
+            return None
+        context.events.post(
+            source,
+            reason=reasons.KEY_DIGESTS_NOT_RECORDED,
+            message=f"the API refused restarter's key digests ({refusal}); recorded the "
+            f"checksum only: {every}, whichever keys it reads",
+        )
+        return "the checksum only"
+    if digests is None:
+        needs = source_changes.bucket_annotation_bytes(current)
+        context.events.post(
+            source,
+            reason=reasons.KEY_DIGESTS_NOT_RECORDED,
+            message=f"this {what}'s other annotations leave {max(0, key_change.room)} bytes "
+            f"of the {source_changes.ANNOTATIONS_LIMIT} the API allows for all annotations of an "
+            f"object, less than restarter's key digests need ({needs}); recorded the "
+            f"checksum only: {every}, whichever keys it reads",
+        )
+        return "the checksum only"
+    form = "per key" if isinstance(digests, checksums.KeyDigests) else "per bucket of keys"
+    return f"the checksum and its key digests ({form})"
+
+
+def stamped_deadline(context: SourceContext, source: Mapping[str, Any]) -> dict[str, str]:
+    """The deadline annotation a change's stamps carry: the expiry recorded on the source
+    for the data its dependents run, less the margin; none without one. A margin that
+    cannot be read is a Warning, and the operator's margin is used."""
+    metadata = source["metadata"]
+    named = f"{SOURCE_KINDS[context.kind]}/{metadata['name']}"
+    default = context.settings.certificate_margin
+    try:
+        return certificates.stamp_deadline(metadata, named, default) or {}
+    except ScheduleError as error:
+        message = f"{error}; the operator's margin is used"
+        context.logger.warning(message)
+        context.events.post(source, reason=reasons.INVALID_CERTIFICATE_MARGIN, message=message)
+        without = {k: v for k, v in (metadata.get("annotations") or {}).items()}
+        without.pop(keys.CERTIFICATE_MARGIN, None)
+        return certificates.stamp_deadline({"annotations": without}, named, default) or {}
+
+
+def _not_recorded(change: Change, what: str, refusal: str) -> str:
+    """The Warning of a checksum the API refused: what that costs, by the kind of change."""
+    if change is Change.UNCHANGED:
+        return (
+            f"could not record the key digests of this {what} ({refusal}): every workload "
+            "that uses it restarts on its next data change, whichever keys it reads"
+        )
+    if change is Change.BASELINE:
+        return (
+            f"could not record the checksum of this {what} ({refusal}): a data change is "
+            "noticed while this restarter runs, but one made while it is not running is missed"
+        )
+    return (
+        f"could not record the checksum of this {what} ({refusal}): the dependents are "
+        "scheduled for this change, but restarter sees it again when it next starts and "
+        "schedules them again"
+    )
