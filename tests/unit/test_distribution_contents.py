@@ -20,8 +20,12 @@ import pytest
 from restarter_cluster import images
 from tests.conftest import REPO
 
-#: Names that only the dev tools and the tests use; none may be in what ships.
-DEV_ONLY = ("restarter_cluster", "restarter_reference", "restarter_dev", "tests/")
+#: The dev tools' packages and distribution; no path that ships may name them.
+DEV_ONLY = ("restarter_cluster", "restarter_reference", "restarter_dev", "restarter-dev")
+#: Top-level folders of the repository that never ship, in the wheel or in site-packages.
+NOT_SHIPPED = ("tests/", "dev/", "src/", "bench/", "hack/")
+#: Nor at the image's root (where ``dev/`` is the system's own).
+NOT_AT_THE_ROOT = ("tests/", "src/", "bench/", "hack/", "charts/")
 #: The product's modules, as its sources hold them.
 MODULES = {
     path.relative_to(REPO / "src").as_posix() for path in (REPO / "src" / "restarter").rglob("*.py")
@@ -67,6 +71,7 @@ def test_the_wheel_holds_restarter_modules_only(wheel: zipfile.ZipFile) -> None:
     assert {top for top in tops if not top.endswith(".dist-info")} == {"restarter"}
     assert {name for name in names if name.endswith(".py")} == MODULES
     assert not [name for name in names if any(dev in name for dev in DEV_ONLY)]
+    assert not [name for name in names if name.startswith(NOT_SHIPPED)]
 
 
 def test_the_wheel_installs_the_operator_and_its_cli_only(wheel: zipfile.ZipFile) -> None:
@@ -102,10 +107,12 @@ def image_files() -> list[str]:
 
 
 def test_the_image_holds_no_dev_tools_and_no_tests(image_files: list[str]) -> None:
-    shipped = [name for name in image_files if name.startswith("opt/")]
+    shipped = [name for name in image_files if name.startswith("opt/restarter/")]
     assert shipped, "no /opt/restarter in the image"
     assert not [name for name in shipped if any(dev in name for dev in DEV_ONLY)]
-    assert not [name for name in image_files if name.startswith(("src/", "tests/", "dev/"))]
+    packages = [SITE_PACKAGES.sub("", name) for name in shipped if SITE_PACKAGES.match(name)]
+    assert not [name for name in packages if name.startswith(NOT_SHIPPED)]
+    assert not [name for name in image_files if name.startswith(NOT_AT_THE_ROOT)]
 
 
 def test_the_image_holds_the_operator_its_cli_and_the_locked_runtime(
@@ -115,9 +122,9 @@ def test_the_image_holds_the_operator_its_cli_and_the_locked_runtime(
     modules = {name for name in packages if name.startswith("restarter/") and name.endswith(".py")}
     assert modules == MODULES
     distributions = {
-        normalized(PurePosixPath(name).parts[0].rsplit("-", 1)[0])
-        for name in packages
-        if PurePosixPath(name).parts[0].endswith(".dist-info")
+        normalized(top.removesuffix(".dist-info").rsplit("-", 1)[0])
+        for top in {PurePosixPath(name).parts[0] for name in packages}
+        if top.endswith(".dist-info")
     }
     assert distributions == locked_runtime() | {"restarter"}
     scripts = {
