@@ -4,8 +4,12 @@
 # --require-hashes:
 #   runtime.txt  restarter's dependencies (the image, the kubectl plugin)
 #   build.txt    the build backend (setuptools, wheel) that builds restarter's own wheel
-#   dev.txt      runtime, dev extras and build backend (hack/setup.sh)
+#   dev.txt      runtime, dev extras, build backend and the dev tools' dependencies
+#                (hack/setup.sh; the dev tools themselves, dev/, are installed editable)
 #   bench.txt    dev.txt plus the bench extras (bench/run)
+# The dev tools (dev/pyproject.toml) are a member of the same uv workspace, locked in the
+# same uv.lock; no export names restarter or them (--no-emit-workspace): they are built
+# from the repository.
 #
 #   hack/lock.sh            lock again after a change to pyproject.toml's dependencies,
 #                           keeping every version that still fits (needs PyPI)
@@ -22,8 +26,8 @@ UV="${UV:-$ROOT/.venv/bin/uv}"
 EXPORTS=(
   "runtime:--no-default-groups"
   "build:--only-group build"
-  "dev:--no-default-groups --extra dev --group build"
-  "bench:--no-default-groups --extra dev --extra bench --group build"
+  "dev:--no-default-groups --extra dev --group build --group dev-tools"
+  "bench:--no-default-groups --extra dev --extra bench --group build --group dev-tools"
 )
 
 export_all() { # directory to write into
@@ -31,21 +35,21 @@ export_all() { # directory to write into
   for entry in "${EXPORTS[@]}"; do
     name="${entry%%:*}" args="${entry#*:}"
     # shellcheck disable=SC2086  # args is a list of words
-    "$UV" export --quiet --frozen --no-emit-project --format requirements.txt $args \
+    "$UV" export --quiet --frozen --no-emit-workspace --format requirements.txt $args \
       --output-file "$1/$name.txt"
     # The header names the command, not the folder it wrote to: the same on every machine.
     sed -i "s|--output-file [^ ]*/$name.txt|--output-file requirements/$name.txt|" "$1/$name.txt"
   done
 }
 
-build_backend_matches() { # [build-system] requires == the build group, or say how they differ
+build_backend_matches() { # each [build-system] requires == the build group, or say how they differ
   "$ROOT/.venv/bin/python" - <<'PY'
 import sys, tomllib
-project = tomllib.load(open("pyproject.toml", "rb"))
-backend = sorted(project["build-system"]["requires"])
-group = sorted(project["dependency-groups"]["build"])
-if backend != group:
-    sys.exit(f"lock: [build-system] requires {backend} but the build group locks {group}")
+group = sorted(tomllib.load(open("pyproject.toml", "rb"))["dependency-groups"]["build"])
+for path in ("pyproject.toml", "dev/pyproject.toml"):
+    backend = sorted(tomllib.load(open(path, "rb"))["build-system"]["requires"])
+    if backend != group:
+        sys.exit(f"lock: {path}'s [build-system] requires {backend} but the build group locks {group}")
 PY
 }
 

@@ -26,14 +26,14 @@ if [[ ! -x .venv/bin/python ]]; then
   "$PYTHON" -m venv .venv
 fi
 # The dev environment exactly as locked (requirements/dev.txt, uv.lock's export: every file's
-# sha256 checked, nothing the lock does not name), then restarter itself, editable, built by
-# the locked setuptools.
-stamp=".venv/.installed-$(cat pyproject.toml requirements/dev.txt | sha256sum | cut -c1-16)"
+# sha256 checked, nothing the lock does not name), then restarter and its dev tools (dev/),
+# editable, built by the locked setuptools.
+stamp=".venv/.installed-$(cat pyproject.toml dev/pyproject.toml requirements/dev.txt | sha256sum | cut -c1-16)"
 if [[ ! -f "$stamp" ]]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check \
     --require-hashes --no-deps -r requirements/dev.txt
   .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-    --no-deps --no-build-isolation --no-index -e .
+    --no-deps --no-build-isolation --no-index -e . -e dev
   rm -f .venv/.installed-*
   touch "$stamp"
 fi

@@ -8,12 +8,12 @@ import sys
 from collections.abc import Sequence
 
 import kopf
-from kopf._cogs.structs.references import Insights  # kopf.run's insights; not re-exported
 
 from restarter.commands import plan, release_finalizers, release_plan, resume
 from restarter.model import keys
 from restarter.model.kinds import WORKLOAD_APIS, WORKLOAD_KINDS
 from restarter.operator.handlers import build_registry
+from restarter.operator.late_kinds import kopf_insights
 from restarter.services import leadership, metrics, notifications
 from restarter.services import settings as settings_module
 from restarter.services.kube import CONNECT_TIMEOUT, Api, load_client
@@ -132,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         metrics.LEADER.set(1)
     api = Api(client)
     # kopf's view of the resources it serves: a kind whose CRD appears later joins it.
-    insights = Insights()
+    insights = kopf_insights()
     kopf.run(
         registry=build_registry(settings, api, insights),
         insights=insights,

@@ -4,6 +4,7 @@ memory beyond a table entry; at the window every one restarts, once."""
 
 from __future__ import annotations
 
+import datetime as dt
 import statistics
 import threading
 import time
@@ -14,6 +15,7 @@ import kubernetes
 import urllib3
 
 from restarter.model import keys
+from restarter.model.windows import WindowRequest
 from restarter_cluster.ports import free_port
 from tests.conftest import Operator, wait_for
 from tests.integration.factories import (
@@ -192,13 +194,15 @@ def test_at_the_window_at_most_max_timers_hold_the_label_and_each_restarts_once(
 def test_a_timer_hands_back_a_workload_whose_window_is_hours_away(
     core: Core, apps: Apps, namespace: str, operator: Callable[..., Operator]
 ) -> None:
-    """As restarter 0.3 left its pending workloads (label and finalizer at the stamp): the
-    timer finds the window shut and hands the workload back, its marks kept."""
+    """A workload that holds the timer's label and finalizer while its window is hours
+    away: the timer finds the window shut and hands the workload back, its marks kept."""
     window = window_hours_away(5)
     core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window))
     marks = {
         keys.pending_key("secret", "db"): str(int(time.time())),
-        keys.window_key("secret", "db"): window,
+        keys.window_key("secret", "db"): WindowRequest(
+            window, "UTC", dt.timedelta(hours=1)
+        ).to_mark("Secret/db"),
     }
     body = deployment("web", env=[env_from_secret("db")], replicas=0, annotations=marks)
     body["metadata"]["labels"] = {keys.PENDING_LABEL: "true"}

@@ -1,5 +1,6 @@
 """Key-level dependencies on the real control plane: a change restarts only the workloads
-that read a changed key, and an upgrade from a 0.x checksum restarts nothing."""
+that read a changed key, and a checksum recorded alone restarts nothing while the data
+matches it."""
 
 from __future__ import annotations
 
@@ -148,7 +149,7 @@ def test_a_change_restarts_exactly_the_readers_of_a_changed_key_once_each(
 
 
 @pytest.mark.parametrize("changed_while_down", [False, True], ids=["unchanged", "changed"])
-def test_an_upgrade_from_a_0x_checksum(
+def test_a_checksum_recorded_alone(
     changed_while_down: bool,
     cluster: Cluster,
     core: Core,
@@ -156,9 +157,10 @@ def test_an_upgrade_from_a_0x_checksum(
     namespace: str,
     operator: OperatorFactory,
 ) -> None:
-    """Only restarter.io/checksum, as 0.x recorded it: if the data still matches, digests are
-    recorded and nothing restarts; if it changed meanwhile, which keys is unknown, so every
-    dependent restarts (the keyRef-a one too)."""
+    """Only restarter.io/checksum, as restarter records it when the digests have no room or
+    are refused: if the data still matches, digests are recorded and nothing restarts; if it
+    changed meanwhile, which keys is unknown, so every dependent restarts (the keyRef-a one
+    too)."""
     values = {"a": "value-a1", "b": "value-b1", "c": "value-c1"}
     recorded_then = checksum(encoded({**values, "b": "value-b0"} if changed_while_down else values))
     core.create_namespaced_secret(

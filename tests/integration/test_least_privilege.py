@@ -36,9 +36,8 @@ from restarter.model import (
     windows,
 )
 from restarter.model.finalizers import release_patch
-from restarter.model.kinds import CLIENT_STEMS
 from restarter.services import settings as settings_module
-from restarter.services.kube import MERGE_PATCH, Api, Conflict
+from restarter.services.kube import APPS_STEMS, MERGE_PATCH, Api, Conflict
 from restarter_cluster import binaries
 from restarter_cluster.cluster import Cluster
 from tests.chart_identity import (
@@ -425,7 +424,7 @@ def test_every_change_a_restart_needs_passes_the_policy(
     a user checks: the data as the user wrote it, the restart, the other finalizer kept."""
     namespace = widened
     api = Api(client_of(identity.kubeconfig))
-    stem = CLIENT_STEMS[kind]
+    stem = APPS_STEMS[kind]
     core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window_open_now()))
     body = FACTORIES[kind]("web", env=[env_from_secret("db")])
     body["metadata"]["finalizers"] = [KEEP]
@@ -547,7 +546,7 @@ class RestartFlow:
             sent = self.api.patch_workload(self.kind, self.namespace, "web", patch)
             assert sent is not None
             return sent
-        method = getattr(Apps(self.api.client), f"patch_namespaced_{CLIENT_STEMS[self.kind]}")
+        method = getattr(Apps(self.api.client), f"patch_namespaced_{APPS_STEMS[self.kind]}")
         method("web", self.namespace, patch, _content_type=content_type)
         return {}
 

@@ -34,8 +34,6 @@ UNUSED_DEFAULT_ZONE = "UTC"
 def plan(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``python -m restarter plan`` as a user runs it, with this kubeconfig only."""
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-    for name in ("RESTARTER_TIMEZONE", "RESTARTER_WINDOW_LENGTH"):
-        env.pop(name, None)
     return subprocess.run(
         [sys.executable, "-m", "restarter", "plan", *args],
         capture_output=True,

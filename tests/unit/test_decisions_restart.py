@@ -53,6 +53,12 @@ def secret(
     return {"metadata": metadata, "data": data}
 
 
+def daily(at: str, name: str = "db") -> str:
+    """The mark stamping writes for Secret ``name``'s daily window ``at``, in the zone and
+    length of ``SETTINGS``."""
+    return WindowRequest(at, SETTINGS.timezone, SETTINGS.window_length).to_mark(f"Secret/{name}")
+
+
 def workload(
     marks: dict[str, str] | None = None,
     *,
@@ -60,11 +66,13 @@ def workload(
     restart_ts: dt.datetime | None = None,
     extra: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A Deployment with a pending mark per ``{secret name: window}``."""
+    """A Deployment with a pending mark per ``{secret name: window}``: a mark as written, or
+    ``HH.MM`` for the mark of that daily window in ``SETTINGS``' zone and length."""
     annotations = {"deployment.kubernetes.io/revision": "3", **(extra or {})}
     for name, window in (marks or {}).items():
         annotations[keys.pending_key("secret", name)] = SEEN
-        annotations[keys.window_key("secret", name)] = window
+        mark = window if window.startswith("{") else daily(window, name)
+        annotations[keys.window_key("secret", name)] = mark
     if restart_ts is not None:
         annotations[keys.RESTART_TS] = epoch(restart_ts)
     spec: dict[str, Any] = {"replicas": 2, "template": {"metadata": {}, "spec": {}}}
@@ -201,7 +209,10 @@ def test_stamp_patch_uses_the_shortened_token_for_a_long_name() -> None:
     [
         pytest.param(
             workload({"b": "04.30", "a": "03.00"})["metadata"]["annotations"],
-            [Mark("secret.a", 1796000000, "03.00"), Mark("secret.b", 1796000000, "04.30")],
+            [
+                Mark("secret.a", 1796000000, daily("03.00", "a")),
+                Mark("secret.b", 1796000000, daily("04.30", "b")),
+            ],
             id="pairs-sorted-by-token",
         ),
         pytest.param(
@@ -420,28 +431,7 @@ def test_a_digit_like_but_non_decimal_timestamp_counts_as_absent(key: str) -> No
     assert decide_restart(pending, SETTINGS, warsaw("2026-12-02T03:20")).action is Action.RESTART
 
 
-@pytest.mark.parametrize(
-    ("timezone", "expected"),
-    [
-        pytest.param("UTC", Action.RESTART, id="utc-0320-is-inside"),
-        pytest.param("Europe/Warsaw", Action.WAIT, id="warsaw-0420-is-after"),
-        pytest.param("Asia/Kolkata", Action.WAIT, id="kolkata-0850-is-after"),
-    ],
-)
-def test_the_window_is_read_in_the_operators_zone(timezone: str, expected: Action) -> None:
-    settings = Settings(timezone=timezone, window_length=HOUR)
-    now = dt.datetime(2026, 12, 2, 3, 20, tzinfo=UTC)
-    assert decide_restart(workload({"db": "03.00"}), settings, now).action is expected
-
-
-def test_the_window_length_comes_from_the_settings() -> None:
-    now = warsaw("2026-12-02T04:20")
-    long_window = Settings(timezone="Europe/Warsaw", window_length=dt.timedelta(hours=2))
-    assert decide_restart(workload({"db": "03.00"}), long_window, now).action is Action.RESTART
-    assert decide_restart(workload({"db": "03.00"}), SETTINGS, now).action is Action.WAIT
-
-
-# --- marks written by this version: JSON windows ------------------------------------------
+# --- each mark's own zone, length and schedule --------------------------------------------
 
 
 def mark(at: str, zone: str = "UTC", length: str = "1h", cron: str | None = None) -> str:

@@ -17,6 +17,7 @@ from restarter.model.references import references, rollout_workload_ref, with_te
 from restarter.model.restart_decisions import Action, decide_restart
 from restarter.model.timer_admission import admit_patch
 from restarter.services.settings import Settings
+from tests.unit.test_decisions_restart import daily
 
 WARSAW = pytz.timezone("Europe/Warsaw")
 SETTINGS = Settings(timezone="Europe/Warsaw", window_length=dt.timedelta(hours=1))
@@ -40,7 +41,7 @@ def rollout(
             "finalizers": finalizers,
             "annotations": {
                 keys.pending_key("secret", "db"): "1796000000",
-                keys.window_key("secret", "db"): "03.00",
+                keys.window_key("secret", "db"): daily("03.00"),
             },
         },
         "spec": spec,

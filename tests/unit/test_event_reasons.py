@@ -93,7 +93,9 @@ def test_every_reason_the_code_posts_is_declared() -> None:
 
 
 def test_every_reason_restarter_declares_is_posted() -> None:
-    unposted = reasons.POSTED_BY_RESTARTER - set(posted_by_source())
+    # Logging is kopf's: kopf posts it, restarter only declares it.
+    posted_by_restarter = set(reasons.REASONS) - {reasons.LOGGING.name}
+    unposted = posted_by_restarter - set(posted_by_source())
     assert not unposted, f"declared in restarter.model.reasons but posted nowhere: {unposted}"
 
 

@@ -14,9 +14,12 @@ from tests.conftest import REPO
 
 @pytest.fixture
 def copy(tmp_path: Path) -> Path:
-    """pyproject.toml, uv.lock, requirements/ and hack/lock.sh, with the dev venv's tools."""
+    """pyproject.toml (restarter's and the dev tools'), uv.lock, requirements/ and
+    hack/lock.sh, with the dev venv's tools."""
     (tmp_path / "hack").mkdir()
     shutil.copy(REPO / "hack" / "lock.sh", tmp_path / "hack" / "lock.sh")
+    (tmp_path / "dev").mkdir()
+    shutil.copy(REPO / "dev" / "pyproject.toml", tmp_path / "dev" / "pyproject.toml")
     for name in ("pyproject.toml", "uv.lock"):
         shutil.copy(REPO / name, tmp_path / name)
     shutil.copytree(REPO / "requirements", tmp_path / "requirements")
@@ -71,6 +74,32 @@ def test_a_pyproject_change_makes_the_lock_stale(
     copy: Path, old: str, new: str, message: str
 ) -> None:
     edit(copy / "pyproject.toml", old, new)
+    result = check(copy)
+    assert result.returncode == 1
+    assert message in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        # A new dependency of the dev tools.
+        (
+            '"pyyaml>=6",',
+            '"pyyaml>=6",\n    "tomli-w>=1",',
+            "uv.lock is out of date with pyproject.toml; run hack/lock.sh",
+        ),
+        # A build backend the build group does not lock.
+        (
+            'requires = ["setuptools>=69", "wheel"]',
+            'requires = ["flit"]',
+            "dev/pyproject.toml's [build-system] requires ['flit'] but the build group locks",
+        ),
+    ],
+)
+def test_a_change_to_the_dev_tools_makes_the_lock_stale(
+    copy: Path, old: str, new: str, message: str
+) -> None:
+    edit(copy / "dev" / "pyproject.toml", old, new)
     result = check(copy)
     assert result.returncode == 1
     assert message in result.stderr

@@ -7,7 +7,9 @@ from __future__ import annotations
 import ast
 import sys
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +22,11 @@ PACKAGE = Path(restarter.__file__).parent
 MODEL_LIBRARIES = {"pytz", "croniter", "msgspec", "cryptography"}
 #: Modules beside the layers: the package and ``python -m restarter``.
 BESIDE_THE_LAYERS = {"restarter", "restarter.__main__"}
+#: The only modules that may import each library; the contracts forbid it to every other.
+IMPORTERS = {
+    "kubernetes": {"restarter.services.kube", "restarter.services.leadership"},
+    "kopf": {"restarter.main", "restarter.operator", "restarter.services.events"},
+}
 
 
 def _name(path: Path) -> str:
@@ -43,12 +50,21 @@ def imports(module: str) -> set[str]:
     return found
 
 
+def contracts() -> list[dict[str, Any]]:
+    config = tomllib.loads((PACKAGE.parents[1] / "pyproject.toml").read_text())
+    found: list[dict[str, Any]] = config["tool"]["importlinter"]["contracts"]
+    return found
+
+
+def within(module: str, names: Iterable[str]) -> bool:
+    return any(module == name or module.startswith(f"{name}.") for name in names)
+
+
 def layers() -> list[str]:
     """The modules and packages named by restarter's layers contract."""
-    config = tomllib.loads((PACKAGE.parents[1] / "pyproject.toml").read_text())
     contract = next(
         contract
-        for contract in config["tool"]["importlinter"]["contracts"]
+        for contract in contracts()
         if contract["type"] == "layers" and contract["name"].startswith("restarter:")
     )
     return [name.strip().strip("()") for layer in contract["layers"] for name in layer.split("|")]
@@ -80,3 +96,40 @@ def test_the_model_imports_only_the_standard_library_its_own_modules_and_time_zo
         )
     }
     assert not foreign, f"{module} imports {sorted(foreign)}"
+
+
+@pytest.mark.parametrize("library", sorted(IMPORTERS))
+def test_every_module_but_its_few_importers_is_forbidden_the_library(library: str) -> None:
+    forbidding = [
+        contract
+        for contract in contracts()
+        if contract["type"] == "forbidden" and library in contract["forbidden_modules"]
+    ]
+    sources = {name for contract in forbidding for name in contract["source_modules"]}
+    allowed = IMPORTERS[library]
+    # A package that names an allowed module (``restarter.services``) cannot be a source
+    # itself; its ``__init__`` must then import nothing.
+    uncovered = {
+        module
+        for module in MODULES
+        if not within(module, allowed)
+        and not within(module, sources)
+        and not (MODULES[module].name == "__init__.py" and not imports(module))
+    }
+    assert not uncovered, f"no contract forbids {library} to {sorted(uncovered)}"
+    assert not {module for module in allowed if within(module, sources)}, (
+        f"a contract forbids {library} to one of its importers {sorted(allowed)}"
+    )
+
+
+def test_no_module_imports_a_private_module_of_a_library() -> None:
+    private = {
+        module: sorted(
+            imported
+            for imported in imports(module)
+            if imported.split(".")[0] not in ("restarter", "__future__")
+            and any(part.startswith("_") for part in imported.split(".")[1:])
+        )
+        for module in MODULES
+    }
+    assert not {module: found for module, found in private.items() if found}

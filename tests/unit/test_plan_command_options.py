@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 
 import pytest
@@ -12,31 +11,16 @@ from restarter.commands import plan
 from restarter.commands.plan import PlanOptions, parse_options
 
 
-def test_defaults_follow_the_operators_variables() -> None:
-    options = parse_options(
-        [], {"RESTARTER_TIMEZONE": "Europe/Warsaw", "RESTARTER_WINDOW_LENGTH": "90m"}
-    )
+def test_defaults() -> None:
+    options = parse_options([], {})
     assert options == PlanOptions(
-        namespace=None,
-        all_namespaces=False,
-        output="table",
-        default_zone="Europe/Warsaw",
-        default_length=dt.timedelta(minutes=90),
-        kubeconfig=None,
+        namespace=None, all_namespaces=False, output="table", kubeconfig=None
     )
 
 
 def test_flags_win_over_variables() -> None:
-    options = parse_options(
-        ["-A", "-o", "json", "--timezone", "Asia/Kolkata", "--window-length", "2h"],
-        {"RESTARTER_TIMEZONE": "Europe/Warsaw"},
-    )
-    assert (options.all_namespaces, options.output, options.default_zone) == (
-        True,
-        "json",
-        "Asia/Kolkata",
-    )
-    assert options.default_length == dt.timedelta(hours=2)
+    options = parse_options(["-A", "-o", "json", "--hold", "freeze"], {"RESTARTER_HOLD": "x"})
+    assert (options.all_namespaces, options.output, options.hold) == (True, "json", "freeze")
 
 
 @pytest.mark.parametrize(
@@ -44,8 +28,7 @@ def test_flags_win_over_variables() -> None:
     [
         (["-n", "a", "-A"], "not allowed with argument"),
         (["-o", "yaml"], "invalid choice: 'yaml'"),
-        (["--timezone", "Mars/Olympus"], "restarter plan: unknown time zone 'Mars/Olympus'"),
-        (["--window-length", "soon"], "restarter plan: window length 'soon' is not like 1h"),
+        (["--at", "soon"], "restarter plan: --at 'soon'"),
     ],
 )
 def test_bad_flags_exit_2_with_a_message(

@@ -97,13 +97,6 @@ def test_a_now_mark_is_due_at_once_and_shown_in_the_default_zone() -> None:
     assert row.state == "due"
 
 
-def test_a_legacy_bare_mark_uses_the_default_zone_and_names_the_token() -> None:
-    [row] = rows_of(mark("secret", "db", "03.00"), zone="Europe/Warsaw")
-    assert (row.source, row.timezone) == ("secret.db", "Europe/Warsaw")
-    assert row.next_restart == utc("2025-01-02T02:00")
-    assert row.notes == ("mark from restarter 0.1: read with the default zone and length",)
-
-
 def test_a_start_lost_to_spring_forward_moves_past_the_gap() -> None:
     before_the_gap = utc("2025-03-29T12:00")
     [row] = rows_of(
@@ -188,6 +181,7 @@ def test_an_invalid_mark_is_reported_and_the_others_still_schedule() -> None:
     ("window", "problem"),
     [
         ("{not json", "mark '{not json' is not a window restarter wrote"),
+        ("03.00", "mark '03.00' is not a window restarter wrote"),
         (daily("03.00", "Mars/Olympus", "Secret/db"), "unknown time zone 'Mars/Olympus'"),
         (None, "pending mark without its restart-at mark"),
     ],

@@ -1,4 +1,4 @@
-"""docs/reference.md is what ``python -m restarter.reference`` prints from the code: a key,
+"""docs/reference.md is what ``python -m restarter_reference`` prints from the code: a key,
 flag, chart value, Event reason or metric added or changed without refreshing the page
 fails here."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from restarter import reference
+import restarter_reference as reference
 from restarter.model import keys, reasons
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference.md"

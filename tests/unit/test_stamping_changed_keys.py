@@ -1,5 +1,6 @@
 """The source flow with key-level dependencies: a change stamps only the readers of a changed
-key, names the keys (never values), and an upgrade from restarter 0.x stamps nothing.
+key, names the keys (never values), and a checksum recorded alone (its digests had no room,
+or were refused) gets its digests once the data still matches it, stamping nothing.
 
 ``reconcile_source`` runs against a recording API; Events are recorded where kopf would
 queue them (the source's) or the API would post them (each stamped workload's).
@@ -172,7 +173,7 @@ def test_a_change_of_a_key_nobody_reads_stamps_nothing_and_records_it() -> None:
     assert record["metadata"]["annotations"][keys.CHECKSUM] == checksum({**OLD, "c": "eg=="})
 
 
-def test_an_upgrade_from_a_matching_0x_checksum_records_digests_and_stamps_nothing(
+def test_a_matching_checksum_recorded_alone_gets_its_digests_and_stamps_nothing(
     posted: list[tuple[str, str, str]],
 ) -> None:
     api = RecordingApi()
@@ -190,7 +191,7 @@ def test_an_upgrade_from_a_matching_0x_checksum_records_digests_and_stamps_nothi
     assert source_changes.key_digests_current(recorded, checksum(OLD))
 
 
-def test_a_change_while_no_0x_operator_ran_stamps_every_dependent() -> None:
+def test_a_change_after_a_checksum_recorded_alone_stamps_every_dependent() -> None:
     api = RecordingApi()
     assert reconcile(secret({**OLD, "b": "Yg=="}, {keys.CHECKSUM: checksum(OLD)}), api)
     assert set(api.stamped) == {"key-ref-a", "items-b", "env-from", "volume"}
@@ -198,7 +199,7 @@ def test_a_change_while_no_0x_operator_ran_stamps_every_dependent() -> None:
 
 
 def test_digests_recorded_for_other_data_than_the_checksum_are_not_trusted() -> None:
-    """The checksum rewritten without digests (by restarter 0.x after a downgrade)."""
+    """The checksum recorded alone over the digests of older data (the new ones refused)."""
     api = RecordingApi()
     stale = {**recorded_for({"a": "MQ=="}), keys.CHECKSUM: checksum(OLD)}
     assert reconcile(secret({**OLD, "b": "Yg=="}, stale), api)

@@ -19,8 +19,7 @@ from restarter.commands import plan_holds, planning
 from restarter.commands.plan_at import parse_at
 from restarter.model.gates import GateSettings
 from restarter.model.kinds import KINDS, WORKLOAD_KINDS
-from restarter.model.schedule import ScheduleError, parse_length, parse_zone
-from restarter.model.windows import format_length
+from restarter.model.schedule import ScheduleError
 from restarter.services import kube
 from restarter.services.kube import Api
 from restarter.services.settings import Settings, SettingsError, gate_arguments, gates_of
@@ -43,12 +42,6 @@ class PlanOptions:
 
     output: str
     """``table`` or ``json``."""
-
-    default_zone: str
-    """The zone legacy ``HH.MM`` marks are read in, like the operator's ``--timezone``."""
-
-    default_length: dt.timedelta
-    """The length of legacy ``HH.MM`` windows, like the operator's ``--window-length``."""
 
     kubeconfig: str | None
     """A kubeconfig file; None follows ``$KUBECONFIG`` and then ``~/.kube/config``."""
@@ -76,16 +69,6 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     scope.add_argument("-n", "--namespace", help="default: the kubeconfig context's namespace")
     scope.add_argument("-A", "--all-namespaces", action="store_true")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
-    parser.add_argument(
-        "--timezone",
-        default=env.get("RESTARTER_TIMEZONE", defaults.timezone),
-        help="zone of marks written by restarter 0.1 (bare HH.MM); as the operator's",
-    )
-    parser.add_argument(
-        "--window-length",
-        default=env.get("RESTARTER_WINDOW_LENGTH", format_length(defaults.window_length)),
-        help="length of windows of marks written by restarter 0.1; as the operator's",
-    )
     parser.add_argument("--kubeconfig", help="default: $KUBECONFIG, then ~/.kube/config")
     parser.add_argument("--context", help="default: the kubeconfig's current context")
     parser.add_argument(
@@ -106,15 +89,12 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
 
 def parse_options(argv: Sequence[str], env: Mapping[str, str]) -> PlanOptions:
     """Flags, then RESTARTER_* variables; argparse exits 2 on unknown flags, ScheduleError
-    says what is wrong with a zone or length."""
+    says what is wrong with ``--at``."""
     args = _parser(env).parse_args(argv)
-    parse_zone(args.timezone)
     return PlanOptions(
         namespace=args.namespace,
         all_namespaces=args.all_namespaces,
         output=args.output,
-        default_zone=args.timezone,
-        default_length=parse_length(args.window_length),
         kubeconfig=args.kubeconfig,
         context=args.context,
         hold=args.hold.strip(),
@@ -185,9 +165,8 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
         return 1
     now = options.at or dt.datetime.now(dt.UTC).replace(microsecond=0)
     hold_of = plan_holds.HoldsAsOfNow(api, options.hold, _unreadable_namespace, options.gates)
-    rows = planning.plan(
-        workloads, now, options.default_zone, options.default_length, hold_of.hold_of
-    )
+    defaults = Settings()
+    rows = planning.plan(workloads, now, defaults.timezone, defaults.window_length, hold_of.hold_of)
     if options.at is not None and options.output == "table":
         print(f"as of {options.at:%Y-%m-%d %H:%M:%S} UTC (holds as of now)")
     print(render(rows, namespace, options.output))

@@ -118,8 +118,6 @@ def _notes(
             notes.append("restart-at mark without its pending-restart mark")
     if read.problem is not None:
         notes.append(f"unreadable mark: {read.problem}")
-    elif read.mark.window is not None and not read.mark.window.startswith("{"):
-        notes.append("mark from restarter 0.1: read with the default zone and length")
     if read.named_keys is not None and read.named_keys[1]:
         notes.append(f"and {read.named_keys[1]} more changed key(s)")
     if restarted_by is not None and restarted_by != read.source:
@@ -241,7 +239,7 @@ def plan(
     default_length: dt.timedelta,
     hold_of: Callable[[Mapping[str, Any]], Hold | None] = lambda _: None,
 ) -> list[PlanRow]:
-    """Rows of every pending workload, sorted; legacy marks use the default zone and length.
+    """Rows of every pending workload, sorted; ``now`` marks are shown in the default zone.
     ``hold_of`` tells what holds a workload now."""
     defaults = Settings(timezone=default_zone, window_length=default_length)
     rows = [

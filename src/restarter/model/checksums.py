@@ -46,8 +46,8 @@ EXACT_BUDGET = 4096
 def checksum(data: Mapping[str, str] | None, binary_data: Mapping[str, str] | None = None) -> str:
     """``sha256:<hex>`` of ``data`` (and a ConfigMap's ``binaryData``, when it has any).
 
-    Values are hashed as the API returns them. Without binaryData the canonical form is
-    the one restarter 0.1 recorded on Secrets, so upgrading restarts nothing.
+    Values are hashed as the API returns them; ``binaryData`` is part of the canonical
+    form only when the source has some.
     """
     canonical: dict[str, Any] = {"data": dict(data or {})}
     if binary_data:

@@ -1,8 +1,8 @@
 """The workload kinds restarter restarts: one registry of what differs between them.
 
 Each kind says its resource plural, its ``kind``, its API group and version, how it is
-restarted, how its progress is read, and how the Kubernetes client names it. Code asks
-the registry (``KINDS[plural]``, ``of_body(body)``), never "is it a Rollout?".
+restarted, how its progress is read, and whether it is always served. Code asks the
+registry (``KINDS[plural]``, ``of_body(body)``), never "is it a Rollout?".
 """
 
 from __future__ import annotations
@@ -45,18 +45,12 @@ class WorkloadKind:
     """Whether its rollout is complete, by the rules ``kubectl rollout status`` uses (or
     the kind's own controller's word)."""
 
-    client_stem: str | None = None
-    """The stem of its ``AppsV1Api`` methods (``patch_namespaced_<stem>``); None for a
-    custom resource, reached through ``CustomObjectsApi``."""
+    built_in: bool = True
+    """Always served (apps/v1); a custom resource only once its CRD is installed."""
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
-
-    @property
-    def built_in(self) -> bool:
-        """Always served (apps/v1); a custom resource only once its CRD is installed."""
-        return self.client_stem is not None
 
     @property
     def merges_finalizers(self) -> bool:
@@ -66,18 +60,23 @@ class WorkloadKind:
 
 
 DEPLOYMENTS = WorkloadKind(
-    "deployments", "Deployment", "apps", "v1", Restart.POD_TEMPLATE, of_deployment, "deployment"
+    "deployments", "Deployment", "apps", "v1", Restart.POD_TEMPLATE, of_deployment
 )
 STATEFULSETS = WorkloadKind(
-    "statefulsets", "StatefulSet", "apps", "v1", Restart.POD_TEMPLATE, of_statefulset,
-    "stateful_set",
-)  # fmt: skip
+    "statefulsets", "StatefulSet", "apps", "v1", Restart.POD_TEMPLATE, of_statefulset
+)
 DAEMONSETS = WorkloadKind(
-    "daemonsets", "DaemonSet", "apps", "v1", Restart.POD_TEMPLATE, of_daemonset, "daemon_set"
+    "daemonsets", "DaemonSet", "apps", "v1", Restart.POD_TEMPLATE, of_daemonset
 )
 #: Argo Rollouts' Rollout: restarted only while its CRD is served.
 ROLLOUT_KIND = WorkloadKind(
-    "rollouts", "Rollout", "argoproj.io", "v1alpha1", Restart.RESTART_AT, of_rollout
+    "rollouts",
+    "Rollout",
+    "argoproj.io",
+    "v1alpha1",
+    Restart.RESTART_AT,
+    of_rollout,
+    built_in=False,
 )
 
 #: Every kind restarter restarts, by resource plural.
@@ -94,8 +93,6 @@ WORKLOAD_KINDS = {plural: kind.kind for plural, kind in KINDS.items()}
 APPS_KINDS = tuple(plural for plural, kind in KINDS.items() if kind.built_in)
 #: Each kind's (API group, version), by plural.
 WORKLOAD_APIS = {plural: (kind.group, kind.version) for plural, kind in KINDS.items()}
-#: The stem of each built-in kind's AppsV1Api methods, by plural.
-CLIENT_STEMS = {plural: kind.client_stem for plural, kind in KINDS.items() if kind.client_stem}
 
 
 def api_version(plural: str) -> str:

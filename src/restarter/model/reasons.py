@@ -227,9 +227,6 @@ REASONS: dict[str, Reason] = {
     )
 }
 
-#: The reasons restarter's own code posts (the others are kopf's).
-POSTED_BY_RESTARTER = frozenset(name for name in REASONS if name != LOGGING.name)
-
 
 def declared(name: str) -> Reason:
     """The registered reason called ``name``; ValueError for one not declared here."""

@@ -52,8 +52,8 @@ MARK_KEYS = 20
 
 
 class WindowDefaults(Protocol):
-    """The zone and length of a window whose mark names neither (a mark of restarter 0.1,
-    or ``now``): the operator's settings, or ``restarter plan``'s flags."""
+    """The zone and length of a window whose mark names neither (``now``): the operator's
+    settings."""
 
     @property
     def timezone(self) -> str: ...
@@ -237,9 +237,7 @@ def from_workload(
 
 
 def from_mark(value: str, default_zone: str, default_length: dt.timedelta) -> WindowRequest:
-    """Read a mark back. A bare ``HH.MM`` (marks of restarter 0.1) uses today's defaults."""
-    if not value.startswith("{"):
-        return WindowRequest("_".join(_daily_starts(value)), default_zone, default_length)
+    """Read a mark back (``to_mark``'s JSON); ScheduleError for any other value."""
     try:
         fields = json.loads(value)
         at = fields["at"]

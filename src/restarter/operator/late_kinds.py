@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +14,15 @@ import kopf
 from restarter.model.kinds import WORKLOAD_APIS, WORKLOAD_KINDS
 
 log = logging.getLogger(__name__)
+
+
+def kopf_insights() -> Any:
+    """A new value for ``kopf.run(insights=...)``: kopf's view of the resources it serves,
+    which ``LateKind`` adds a kind to. kopf exports no name for its type, so the type is
+    read from ``kopf.run``'s own signature rather than imported from kopf's private modules."""
+    hint = typing.get_type_hints(kopf.run)["insights"]
+    (insights_type,) = (each for each in typing.get_args(hint) if each is not type(None))
+    return insights_type()
 
 
 class LateKind:

@@ -74,6 +74,14 @@ T = TypeVar("T")
 #: What a metadata-only list and watch ask for: the server sends PartialObjectMetadata.
 METADATA_LIST = {"Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"}
 METADATA_WATCH = {"Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"}
+#: The stem of each built-in workload kind's ``AppsV1Api`` methods
+#: (``patch_namespaced_<stem>``), by plural; the other kinds are custom resources, reached
+#: through ``CustomObjectsApi``.
+APPS_STEMS = {
+    "deployments": "deployment",
+    "statefulsets": "stateful_set",
+    "daemonsets": "daemon_set",
+}
 
 
 class Conflict(RuntimeError):
@@ -656,9 +664,9 @@ class Api:
         """The client's ``<verb>_namespaced_...`` method of a workload kind, taking (name,
         namespace[, body], **options) for built-in kinds and custom resources alike."""
         kind = KINDS[plural]
-        if kind.client_stem is not None:
+        if plural in APPS_STEMS:
             return cast(
-                Callable[..., Any], getattr(self._apps, f"{verb}_namespaced_{kind.client_stem}")
+                Callable[..., Any], getattr(self._apps, f"{verb}_namespaced_{APPS_STEMS[plural]}")
             )
         custom = getattr(
             self._custom, f"{'get' if verb == 'read' else verb}_namespaced_custom_object"
@@ -671,7 +679,7 @@ class Api:
 
     def _lister(self, plural: str, namespace: str | None) -> Callable[..., Any]:
         kind = KINDS[plural]
-        if kind.client_stem is None:
+        if plural not in APPS_STEMS:
             if namespace:
                 return lambda **options: self._custom.list_namespaced_custom_object(
                     kind.group, kind.version, namespace, plural, **options
@@ -679,7 +687,7 @@ class Api:
             return lambda **options: self._custom.list_cluster_custom_object(
                 kind.group, kind.version, plural, **options
             )
-        stem = kind.client_stem
+        stem = APPS_STEMS[plural]
         if namespace:
             method = getattr(self._apps, f"list_namespaced_{stem}")
             return lambda **options: method(namespace, **options)

@@ -17,7 +17,7 @@ REQUIRED = (
     "helm",
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]  # dev/src/restarter_cluster/binaries.py
 VERSIONS_FILE = REPO_ROOT / "hack" / "versions.env"
 BUILD_SCRIPT = REPO_ROOT / "hack" / "build-cluster-binaries.sh"
 

@@ -1,0 +1,5 @@
+import sys
+
+from restarter_reference import main
+
+sys.exit(main())
