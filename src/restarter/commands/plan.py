@@ -19,14 +19,19 @@ from restarter.commands import plan_holds, planning
 from restarter.commands.plan_at import parse_at
 from restarter.model.gates import GateSettings
 from restarter.model.kinds import KINDS, WORKLOAD_KINDS
-from restarter.model.schedule import ScheduleError, parse_length, parse_zone
-from restarter.model.windows import format_length
+from restarter.model.schedule import ScheduleError
 from restarter.services import kube
 from restarter.services.kube import Api
-from restarter.services.settings import Settings, SettingsError, gate_arguments, gates_of
+from restarter.services.options import option
+from restarter.services.settings import SettingsError, gate_arguments, gates_of
 
 COMMAND = "plan"
 DESCRIPTION = "List pending workloads: the sources they wait for and their next restart."
+
+#: The operator's options the plan mirrors: read from the same variables, in the same way.
+TIMEZONE, WINDOW_LENGTH, HOLD = (
+    option(flag) for flag in ("--timezone", "--window-length", "--hold")
+)
 
 
 class PlanError(RuntimeError):
@@ -67,7 +72,6 @@ class PlanOptions:
 
 
 def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
-    defaults = Settings()
     parser = argparse.ArgumentParser(
         prog=f"restarter {COMMAND}",
         description=DESCRIPTION,
@@ -78,12 +82,12 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
     parser.add_argument(
         "--timezone",
-        default=env.get("RESTARTER_TIMEZONE", defaults.timezone),
+        default=TIMEZONE.from_environment(env),
         help="zone of marks written by restarter 0.1 (bare HH.MM); as the operator's",
     )
     parser.add_argument(
         "--window-length",
-        default=env.get("RESTARTER_WINDOW_LENGTH", format_length(defaults.window_length)),
+        default=WINDOW_LENGTH.from_environment(env),
         help="length of windows of marks written by restarter 0.1; as the operator's",
     )
     parser.add_argument("--kubeconfig", help="default: $KUBECONFIG, then ~/.kube/config")
@@ -97,7 +101,7 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--hold",
-        default=env.get("RESTARTER_HOLD", defaults.hold),
+        default=HOLD.from_environment(env),
         help="the operator's --hold reason, shown as holding every restart; as the operator's",
     )
     gate_arguments(parser, env)
@@ -105,19 +109,18 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
 
 
 def parse_options(argv: Sequence[str], env: Mapping[str, str]) -> PlanOptions:
-    """Flags, then RESTARTER_* variables; argparse exits 2 on unknown flags, ScheduleError
-    says what is wrong with a zone or length."""
+    """Flags, then RESTARTER_* variables; argparse exits 2 on unknown flags, SettingsError
+    or ScheduleError says what is wrong with a value."""
     args = _parser(env).parse_args(argv)
-    parse_zone(args.timezone)
     return PlanOptions(
         namespace=args.namespace,
         all_namespaces=args.all_namespaces,
         output=args.output,
-        default_zone=args.timezone,
-        default_length=parse_length(args.window_length),
+        default_zone=TIMEZONE.parse(args.timezone),
+        default_length=WINDOW_LENGTH.parse(args.window_length),
         kubeconfig=args.kubeconfig,
         context=args.context,
-        hold=args.hold.strip(),
+        hold=HOLD.parse(args.hold),
         at=None if args.at is None else parse_at(args.at),
         gates=gates_of(args),
     )
