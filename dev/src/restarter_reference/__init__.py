@@ -2,8 +2,8 @@
 
 Every annotation and label (``restarter.model.keys`` and Reloader's names in
 ``restarter.model.optin``, each described by its ``#:`` comment), every flag and
-environment variable (the operator's argument parser), every chart value
-(``charts/restarter/values.yaml``, described by its ``# --`` comments, typed by
+environment variable (the options table, ``restarter.services.options``), every chart
+value (``charts/restarter/values.yaml``, described by its ``# --`` comments, typed by
 ``values.schema.json``), every Event reason (``restarter.model.reasons``) and every
 Prometheus metric (the collectors restarter registers). A unit test fails when the page
 differs from what this prints::
@@ -35,7 +35,7 @@ from prometheus_client.metrics import MetricWrapperBase
 
 import restarter
 from restarter.model import keys, optin, reasons
-from restarter.services import settings
+from restarter.services import options
 
 ROOT = Path(__file__).resolve().parents[3]  # dev/src/restarter_reference/__init__.py
 CHART = ROOT / "charts" / "restarter"
@@ -112,30 +112,18 @@ def reloader_rows() -> list[tuple[str, str]]:
     return rows
 
 
-_HELP = re.compile(r"^(?P<what>.*) \[(?P<variable>[^;\]]+); default: (?P<default>[^\]]*)\]$", re.S)
-
-
 def flag_rows() -> list[tuple[str, str, str, str]]:
-    parser = settings._parser({}, ())
-    rows = []
-    for action in parser._actions:
-        if not action.option_strings or action.dest == "help" or action.help is None:
-            continue
-        flag = ", ".join(sorted(action.option_strings, key=len))
-        if action.metavar:
-            flag += f" {action.metavar}"
-        found = _HELP.match(action.help)
-        if found is None:
-            raise ValueError(f"{flag}: its help names no variable and default: {action.help!r}")
-        rows.append(
-            (
-                f"`{flag}`",
-                re.sub(r"[A-Z][A-Z_]+(=\w+)?", r"`\g<0>`", found["variable"]),
-                found["default"],
-                found["what"],
-            )
+    return [
+        (
+            f"`{', '.join(sorted(option.flags, key=len))}"
+            + (f" {option.metavar}`" if option.metavar else "`"),
+            re.sub(r"[A-Z][A-Z_]+(=\w+)?", r"`\g<0>`", option.variables),
+            option.default_shown,
+            option.what,
         )
-    return rows
+        for option in options.OPTIONS
+        if option.flag
+    ]
 
 
 def _described_keys(text: str) -> dict[tuple[str, ...], str]:

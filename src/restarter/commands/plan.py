@@ -22,10 +22,14 @@ from restarter.model.kinds import KINDS, WORKLOAD_KINDS
 from restarter.model.schedule import ScheduleError
 from restarter.services import kube
 from restarter.services.kube import Api
+from restarter.services.options import option
 from restarter.services.settings import Settings, SettingsError, gate_arguments, gates_of
 
 COMMAND = "plan"
 DESCRIPTION = "List pending workloads: the sources they wait for and their next restart."
+
+#: The operator's option the plan mirrors: read from the same variable, in the same way.
+HOLD = option("--hold")
 
 
 class PlanError(RuntimeError):
@@ -60,7 +64,6 @@ class PlanOptions:
 
 
 def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
-    defaults = Settings()
     parser = argparse.ArgumentParser(
         prog=f"restarter {COMMAND}",
         description=DESCRIPTION,
@@ -80,7 +83,7 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--hold",
-        default=env.get("RESTARTER_HOLD", defaults.hold),
+        default=HOLD.from_environment(env),
         help="the operator's --hold reason, shown as holding every restart; as the operator's",
     )
     gate_arguments(parser, env)
@@ -88,8 +91,8 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
 
 
 def parse_options(argv: Sequence[str], env: Mapping[str, str]) -> PlanOptions:
-    """Flags, then RESTARTER_* variables; argparse exits 2 on unknown flags, ScheduleError
-    says what is wrong with ``--at``."""
+    """Flags, then RESTARTER_* variables; argparse exits 2 on unknown flags, SettingsError
+    or ScheduleError says what is wrong with a value."""
     args = _parser(env).parse_args(argv)
     return PlanOptions(
         namespace=args.namespace,
@@ -97,7 +100,7 @@ def parse_options(argv: Sequence[str], env: Mapping[str, str]) -> PlanOptions:
         output=args.output,
         kubeconfig=args.kubeconfig,
         context=args.context,
-        hold=args.hold.strip(),
+        hold=HOLD.parse(args.hold),
         at=None if args.at is None else parse_at(args.at),
         gates=gates_of(args),
     )
