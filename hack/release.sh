@@ -70,6 +70,13 @@ grep -q "^  repository: $REGISTRY/restarter\$" "$values" && grep -q "^  digest: 
   echo "release: $CHART_DIR/values.yaml no longer has image.repository: restarter and image.digest: \"\"" >&2
   exit 1
 }
+# Artifact Hub lists (and scans) the image the published chart runs.
+chart="$work/restarter/Chart.yaml"
+sed -i "s|^      image: restarter:$APP_VERSION\$|      image: $REGISTRY/restarter:$APP_VERSION|" "$chart"
+grep -q "^      image: $REGISTRY/restarter:$APP_VERSION\$" "$chart" || {
+  echo "release: $CHART_DIR/Chart.yaml's artifacthub.io/images no longer lists restarter:$APP_VERSION" >&2
+  exit 1
+}
 helm package "$work/restarter" --destination "$work" >&2
 echo "release: pushing oci://$REGISTRY/charts/restarter:$VERSION" >&2
 helm push "$work/restarter-$VERSION.tgz" "oci://$REGISTRY/charts" "${helm_opts[@]}" >&2
