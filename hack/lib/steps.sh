@@ -27,7 +27,9 @@ steps_begin() {
   : >>"$RESTARTER_STEPS_LOG"
   export RESTARTER_STEPS_COUNTER="$RESTARTER_STEPS_LOG.step" RESTARTER_STEPS_OWNER=$$
   echo 0 >"$RESTARTER_STEPS_COUNTER"
-  echo "$name: $total steps; what they print (downloads, compilers) goes to $RESTARTER_STEPS_LOG"
+  local plural=s
+  ((total == 1)) && plural=
+  echo "$name: $total step$plural; what they print (downloads, compilers) goes to $RESTARTER_STEPS_LOG"
 }
 
 # steps_nested: true when this script's steps are part of a caller's run.

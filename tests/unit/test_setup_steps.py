@@ -121,7 +121,7 @@ def test_a_pinned_component_built_from_an_empty_cache_reports_its_step(tmp_path:
     done = subprocess.run(build, capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    log = Path(re.fullmatch(r"build-cluster-binaries: 1 steps; .* goes to (\S+)", lines[0])[1])
+    log = Path(re.fullmatch(r"build-cluster-binaries: 1 step; .* goes to (\S+)", lines[0])[1])
     version = re.search(r"^KREW_VERSION=(\S+)$", (ROOT / "hack/versions.env").read_text(), re.M)
     assert version
     assert lines[1] == f"[1/1] kubectl-krew ({version[1]}), ~1 min on 2 cores"
