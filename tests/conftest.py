@@ -157,6 +157,13 @@ def chart_identities(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory)
     return ChartIdentities(cluster, tmp_path_factory.mktemp("identities"))
 
 
+#: The operator's settings for the tests of other features: no waves and no quiet time, so
+#: that a test of pacing or windows sees every dependent restart as its window allows. The
+#: tests of waves, the circuit breaker and the quiet period turn them on with flags (a
+#: flag wins over its variable), and the chart's tests run the chart's defaults.
+SUITE_DEFAULTS = {"RESTARTER_FIRST_WAVE": "0", "RESTARTER_QUIET": "0"}
+
+
 class Operator:
     """The operator's real entry point, run as a subprocess against the local cluster."""
 
@@ -182,7 +189,8 @@ class Operator:
 
     def start(self, ready: str = "Initial authentication has finished") -> Operator:
         """Start; return once the log shows ``ready`` (kopf's start, or a standby's line)."""
-        environment = {**os.environ, "KUBECONFIG": str(self.kubeconfig), **self.env}
+        environment = {**os.environ, **SUITE_DEFAULTS, "KUBECONFIG": str(self.kubeconfig)}
+        environment |= self.env
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "restarter", *self.args],

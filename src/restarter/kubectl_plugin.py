@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
 
-from restarter.commands import plan, release_finalizers, release_plan
+from restarter.commands import plan, release_finalizers, release_plan, resume
 
 PROG = "kubectl restarter"
 
@@ -20,6 +20,7 @@ PROG = "kubectl restarter"
 COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     plan.COMMAND: (plan.main, plan.DESCRIPTION),
     release_plan.COMMAND: (release_finalizers.main, release_plan.DESCRIPTION),
+    resume.COMMAND: (resume.main, resume.DESCRIPTION),
 }
 
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import kopf
 from kopf._cogs.structs.references import Insights  # kopf.run's insights; not re-exported
 
-from restarter.commands import plan, release_finalizers, release_plan
+from restarter.commands import plan, release_finalizers, release_plan, resume
 from restarter.model import keys
 from restarter.model.kinds import WORKLOAD_APIS, WORKLOAD_KINDS
 from restarter.operator.handlers import build_registry
@@ -23,6 +23,7 @@ from restarter.services.settings import Settings, SettingsError
 COMMANDS = (
     (plan.COMMAND, plan.DESCRIPTION),
     (release_plan.COMMAND, f"{release_plan.DESCRIPTION} Helm's pre-delete hook runs it."),
+    (resume.COMMAND, resume.DESCRIPTION),
 )
 
 
@@ -103,6 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return plan.main(arguments[1:])
     if arguments[:1] == [release_plan.COMMAND]:
         return release_finalizers.main(arguments[1:])
+    if arguments[:1] == [resume.COMMAND]:
+        return resume.main(arguments[1:])
     try:
         settings = settings_module.build(arguments, commands=COMMANDS)
         if settings.notify_urls:

@@ -319,3 +319,36 @@ def test_with_a_namespace_selector_a_rollout_restarts_only_in_a_namespace_labell
     finally:
         running.stop()
         core.delete_namespace(other)
+
+
+def test_a_degraded_rollout_in_the_first_wave_halts_the_change(
+    cluster: Cluster,
+    core: Core,
+    apps: Apps,
+    custom: Custom,
+    namespace: str,
+    operator: OperatorFactory,
+    argo: Callable[[], ArgoRollouts],
+) -> None:
+    """A Rollout whose pods no node takes goes Degraded past its progress deadline: as the
+    first wave of a change, it halts the change, and the Deployment after it stays pending."""
+    argo()
+    core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window_open_now()))
+    body = rollout("a-first", env=[env_from_secret("db")], replicas=1)
+    body["spec"]["progressDeadlineSeconds"] = 5
+    body["spec"]["template"]["spec"]["nodeSelector"] = {"restarter.io/test": "no-such-node"}
+    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+    apps.create_namespaced_deployment(namespace, deployment("b-web", env=[env_from_secret("db")]))
+    running = operator("--first-wave", "1", "--soak", "3s", "--quiet", "0")
+    wait_for(lambda: SERVED in running.log(), 60, message="the operator finding Rollouts")
+    baseline(core, namespace, "db")
+    change_data(core, namespace, "db", "b")
+
+    halted = wait_for(
+        lambda: events(core, namespace, "db", "ChangeHalted"), 120, message="ChangeHalted"
+    )
+    assert "Rollout/a-first failed: its Rollout is Degraded" in halted[0].message
+    wait_for(lambda: events(core, namespace, "b-web", "RestartHalted"), 30, message="b-web told")
+    time.sleep(TICKS)
+    replica_sets = apps.list_namespaced_replica_set(namespace, label_selector="app=b-web").items
+    assert len(replica_sets) == 1  # b-web never restarted

@@ -37,9 +37,26 @@ def test_the_defaults_hold_nothing_gate_nothing_and_notify_nobody(cluster: Clust
         env["RESTARTER_GATE_ALERTMANAGER_URL"] == "" and env["RESTARTER_GATE_BLOCKING_PODS"] == ""
     )
     assert "RESTARTER_NOTIFY_URLS" not in env
+    assert (env["RESTARTER_FIRST_WAVE"], env["RESTARTER_SOAK"]) == ("1", "60s")
+    assert (env["RESTARTER_QUIET"], env["RESTARTER_HALT_EXPIRY"]) == ("10s", "0")
     rules = rules_of(objects, "ClusterRole", "r-restarter")
     assert {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]} in rules
+    # The circuit breaker reads a first wave's pods (waves are on by default).
+    pods = [rule for rule in rules if "pods" in rule["resources"]]
+    assert pods == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+
+
+def test_without_waves_or_a_pod_gate_no_pod_is_read(cluster: Cluster) -> None:
+    objects = rendered(cluster, "--set", "waves.firstWave=0")
+    assert env_of(objects)["RESTARTER_FIRST_WAVE"] == "0"
+    rules = rules_of(objects, "ClusterRole", "r-restarter")
     assert not [rule for rule in rules if "pods" in rule["resources"]]
+
+
+def test_a_wave_setting_the_operator_cannot_read_fails_the_install(cluster: Cluster) -> None:
+    refused = helm(cluster, "template", "r", str(CHART), "--set", "waves.soak=soon", check=False)
+    assert refused.returncode != 0
+    assert "waves.soak" in refused.stderr or "soak" in refused.stderr
 
 
 def test_the_values_reach_the_operator_and_the_urls_come_from_a_secret(cluster: Cluster) -> None:

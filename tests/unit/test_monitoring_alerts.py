@@ -146,6 +146,22 @@ CASES = [
         {series("restarter_rollouts_stalled_total", kind="DaemonSet"): "0x10 1x100"},
     ),
     Case(
+        "a change halted by its first wave",
+        "20m",
+        {series("restarter_changes_halted_total", kind="Secret"): "0x10 1x10"},
+        alert(
+            "RestarterChangeHalted",
+            "restarter halted 1 Secret change(s) in the last hour: a first wave failed with "
+            "the new data.",
+            kind="Secret",
+        ),
+    ),
+    Case(
+        "a change halted more than an hour ago",
+        "90m",
+        {series("restarter_changes_halted_total", kind="Secret"): "0x10 1x100"},
+    ),
+    Case(
         "a checksum refused",
         "15m",
         {series("restarter_source_patch_errors_total", kind="Secret", status="403"): "0x10 1x5"},

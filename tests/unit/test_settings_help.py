@@ -46,6 +46,10 @@ SAMPLES = {
     "--gate-blocking-pods": "app=backup",
     "--gate-namespace-only": "true",
     "--gate-fail-open": "true",
+    "--first-wave": "10%",
+    "--soak": "5m",
+    "--quiet": "30s",
+    "--halt-expiry": "2h",
 }
 SWITCHES = {
     "--leader-election",

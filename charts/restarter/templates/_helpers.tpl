@@ -60,8 +60,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
-{{- if .Values.gates.blockingPodSelector }}
-# The blocking-pod gate: list pods matching its selector (metadata only).
+{{- if or .Values.gates.blockingPodSelector (ne (toString .Values.waves.firstWave) "0") }}
+# List pods by label selector: the blocking-pod gate's (metadata only), and the circuit
+# breaker's read of a first wave's new pods (their container statuses).
 - apiGroups: [""]
   resources: [pods]
   verbs: [list]

@@ -12,17 +12,18 @@ import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from restarter.commands import plan_holds, planning
 from restarter.commands.plan_at import parse_at
+from restarter.model.gates import GateSettings
 from restarter.model.kinds import KINDS, WORKLOAD_KINDS
 from restarter.model.schedule import ScheduleError, parse_length, parse_zone
 from restarter.model.windows import format_length
 from restarter.services import kube
 from restarter.services.kube import Api
-from restarter.services.settings import Settings
+from restarter.services.settings import Settings, SettingsError, gate_arguments, gates_of
 
 COMMAND = "plan"
 DESCRIPTION = "List pending workloads: the sources they wait for and their next restart."
@@ -61,6 +62,9 @@ class PlanOptions:
     at: dt.datetime | None = None
     """``--at``: the instant the plan is shown as of (holds still as of now); None: now."""
 
+    gates: GateSettings = field(default_factory=GateSettings)
+    """The operator's gates (``--gate-*``, ``RESTARTER_GATE_*``): shown as of now."""
+
 
 def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     defaults = Settings()
@@ -96,6 +100,7 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         default=env.get("RESTARTER_HOLD", defaults.hold),
         help="the operator's --hold reason, shown as holding every restart; as the operator's",
     )
+    gate_arguments(parser, env)
     return parser
 
 
@@ -114,6 +119,7 @@ def parse_options(argv: Sequence[str], env: Mapping[str, str]) -> PlanOptions:
         context=args.context,
         hold=args.hold.strip(),
         at=None if args.at is None else parse_at(args.at),
+        gates=gates_of(args),
     )
 
 
@@ -164,7 +170,7 @@ def _unreadable_namespace(namespace: str, why: str) -> None:
 def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     try:
         options = parse_options(argv, os.environ if env is None else env)
-    except ScheduleError as error:
+    except (ScheduleError, SettingsError) as error:
         print(f"restarter plan: {error}", file=sys.stderr)
         return 2
     # A request given up on is this command's one line of error; the retries before it
@@ -178,11 +184,16 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
         print(f"restarter plan: {error}", file=sys.stderr)
         return 1
     now = options.at or dt.datetime.now(dt.UTC).replace(microsecond=0)
-    hold_of = plan_holds.HoldsAsOfNow(api, options.hold, _unreadable_namespace)
+    hold_of = plan_holds.HoldsAsOfNow(api, options.hold, _unreadable_namespace, options.gates)
     rows = planning.plan(
         workloads, now, options.default_zone, options.default_length, hold_of.hold_of
     )
     if options.at is not None and options.output == "table":
         print(f"as of {options.at:%Y-%m-%d %H:%M:%S} UTC (holds as of now)")
     print(render(rows, namespace, options.output))
+    if options.output == "table" and rows:
+        # What a restart asks before it starts, in the operator's order, as of now.
+        print("\nblockers, in order (as of now):")
+        for name, state in hold_of.states(namespace or ""):
+            print(f"  {name:<8} {state}")
     return 0

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from restarter.model import certificates, keys, restart_decisions, stamps, windows
+from restarter.model import certificates, holds, keys, restart_decisions, stamps, waves, windows
 from restarter.model.holds import Hold
 from restarter.model.kinds import WORKLOAD_KINDS
 from restarter.model.schedule import ScheduleError, next_restart, parse_zone
@@ -45,7 +45,10 @@ OPTED_OUT = "opted-out"  # restarter.io/ignore: the operator drops the marks, re
 INVALID = "invalid"  # this mark cannot be read; it never triggers a restart
 DONE = "done"  # already restarted for this very change: the operator drops the mark
 HELD = "held"  # a restarter.io/hold (or the operator's --hold) keeps it waiting, as of now
-STATES = (WAITING, DUE, PAUSED, OPTED_OUT, INVALID, DONE, HELD)
+QUIETING = "quieting"  # due, but a source changed less than its quiet time ago
+NEXT_WAVE = "next-wave"  # due, but its change's first wave is still being judged
+HALTED = "halted"  # due, but its change is halted: its first wave failed with the new data
+STATES = (WAITING, DUE, PAUSED, OPTED_OUT, INVALID, DONE, HELD, QUIETING, NEXT_WAVE, HALTED)
 
 
 @dataclass(frozen=True)
@@ -159,12 +162,19 @@ def workload_rows(
         early = None
     opted_out = stamps.opted_out(annotations)
     paused = bool((workload.get("spec") or {}).get("paused"))
+    quiet = restart_decisions.quiet_until([read.mark for read in reads])
+    quieting = early is None and quiet is not None and quiet > now
 
     rows = []
     for read in reads:
         notes = list(_notes(read, annotations, None if opted_out else restarted_by))
         if early is not None and not opted_out and read.mark.token not in done:
             notes.append(early.describe(now))
+        wave = waves.wave_of_mark(read.mark.window)
+        if wave is not None and read.mark.token not in done:
+            notes.append(
+                "first wave of its change" if wave == waves.FIRST else "after its first wave"
+            )
         if opted_out:
             state = OPTED_OUT
             notes.append(f"{keys.IGNORE} is true: the marks are dropped, nothing restarts")
@@ -176,9 +186,26 @@ def workload_rows(
         elif paused:
             state = PAUSED
             notes.append("paused: a due restart waits until the Deployment is resumed")
+        elif hold is not None and hold.where == holds.BREAKER:
+            state = HALTED if hold.halted else NEXT_WAVE
+            notes.append(hold.describe())
+            if hold.halted:
+                kind, _, name = hold.name.partition("/")
+                namespace = metadata.get("namespace", "")
+                notes.append(
+                    f"fix the data, or resume: restarter resume -n {namespace} "
+                    f"{kind.lower()}/{name}"
+                )
         elif hold is not None:
             state = HELD
             notes.append(f"{hold.describe()}; it restarts in a window open once it is removed")
+        elif restart_at is not None and restart_at <= now and quieting:
+            assert quiet is not None
+            state = QUIETING
+            notes.append(
+                f"restarts once its sources have been quiet, at {quiet:%H:%M:%S} UTC, if a "
+                "window is open then"
+            )
         elif restart_at is not None and restart_at <= now:
             state = DUE
         else:

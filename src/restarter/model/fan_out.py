@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from restarter.model import stamps, windows
+from restarter.model import stamps, waves, windows
 from restarter.model.optin import OptIn
 from restarter.model.references import KeyNames
 from restarter.model.schedule import ScheduleError
@@ -64,8 +64,8 @@ class FanOut:
     reads: dict[Dependent, KeyNames]
     """The changed keys each dependent to stamp reads."""
 
-    patches: dict[tuple[KeyNames, windows.WindowRequest], dict[str, Any]]
-    """The stamp of each distinct (keys read, window)."""
+    patches: dict[tuple[KeyNames, windows.WindowRequest, int | None], dict[str, Any]]
+    """The stamp of each distinct (keys read, window, wave)."""
 
     not_asked: int
     """Readers of a changed key that did not ask for this source's window (no label's
@@ -73,13 +73,23 @@ class FanOut:
 
     unreadable: tuple[UnreadableWindow, ...]
 
+    first: tuple[Dependent, ...] = ()
+    """The change's first wave (``model.waves``); empty when it has no waves: waves are
+    off, or every dependent would be in the first."""
+
     @property
     def targets(self) -> list[Dependent]:
         """The dependents to stamp, sorted."""
         return sorted(self.requests)
 
+    def wave_of(self, dependent: Dependent) -> int | None:
+        if not self.first:
+            return None
+        return waves.FIRST if dependent in self.first else waves.REST
+
     def patch_for(self, dependent: Dependent) -> dict[str, Any]:
-        return self.patches[self.reads[dependent], self.requests[dependent]]
+        wave = self.wave_of(dependent)
+        return self.patches[self.reads[dependent], self.requests[dependent], wave]
 
 
 def plan_fan_out(
@@ -92,13 +102,20 @@ def plan_fan_out(
     change_id: str,
     now: dt.datetime,
     deadline: Mapping[str, str] | None = None,
+    first_wave: waves.FirstWave = waves.NO_WAVES,
+    prefer: Sequence[str] = (),
+    quiet: float = 0.0,
+    grouped: bool = False,
 ) -> FanOut:
     """Only the workloads that read a changed key (``readers``: all of them when which
     keys changed is unknown), each with the changed keys it reads, in its own window when
     it opted in for this source (the workload's window wins), else in the source's
     (``source_window``; None: the label's cannot be read, or there is no label). Every
     stamp also carries ``deadline``: the certificate deadline of the data its pods run
-    (``certificates.stamp_deadline``), if any."""
+    (``certificates.stamp_deadline``), if any, and its wave: the first ``first_wave`` of
+    them (``waves.first_wave``, ``prefer`` first) and then the rest, and ``quiet``. A source
+    of a rollout group (``grouped``) has waves even when all its dependents are in its
+    first: the group's first wave may be another source's."""
     requests: dict[Dependent, windows.WindowRequest] = {}
     unreadable: list[UnreadableWindow] = []
     for target in readers:
@@ -120,10 +137,18 @@ def plan_fan_out(
         for target in readers
         if (target.plural, target.name) in requests
     }
-    patches = {
-        (read, request): stamps.stamp_patch(kind, name, now, request, change_id, read)
-        for read, request in {(reads[dependent], requests[dependent]) for dependent in requests}
-    }
-    for patch in patches.values():
+    first = waves.first_wave(requests, first_wave, prefer)
+    if len(first) == len(requests) and not grouped:
+        first = ()  # no rest to protect: no waves
+    fan_out = FanOut(requests, reads, {}, len(readers) - len(requests), tuple(unreadable), first)
+    for dependent in requests:
+        read, request, wave = reads[dependent], requests[dependent], fan_out.wave_of(dependent)
+        if (read, request, wave) in fan_out.patches:
+            continue
+        extra = {"wave": wave} if wave is not None else {}
+        if quiet:
+            extra["quiet"] = int(quiet)
+        patch = stamps.stamp_patch(kind, name, now, request, change_id, read, extra)
         patch["metadata"]["annotations"] |= deadline or {}
-    return FanOut(requests, reads, patches, len(readers) - len(requests), tuple(unreadable))
+        fan_out.patches[read, request, wave] = patch
+    return fan_out

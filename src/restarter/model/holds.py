@@ -18,6 +18,9 @@ WORKLOAD, NAMESPACE, OPERATOR = "workload", "namespace", "operator"
 #: Where a gate's hold comes from (``model.gates``): a firing alert, a blocking pod, or a
 #: gate whose source could not be read.
 ALERT, POD, GATE = "alert", "pod", "gate"
+#: The circuit breaker of a change (``model.waves``): its first wave is being judged, or
+#: failed and halted the change.
+BREAKER = "breaker"
 
 
 @dataclass(frozen=True)
@@ -35,11 +38,20 @@ class Hold:
     unreadable: bool = False
     """True for a namespace whose annotations could not be read (held, fail closed)."""
 
+    halted: bool = False
+    """True for a change the circuit breaker halted: a Warning on the workload."""
+
+    judging: bool = False
+    """True while the breaker waits for a first wave: it lifts by itself, so a due
+    restart asks again every few tenths of a second instead of once per tick."""
+
     def describe(self) -> str:
         """How Events, logs and ``plan`` name it."""
         reason = self.reason.strip() or "no reason given"
         if self.where in (ALERT, POD, GATE):
             return f"held by a gate: {reason}"
+        if self.where == BREAKER:
+            return f"held by the circuit breaker of {self.name}: {reason}"
         if self.where == OPERATOR:
             return f"held by the operator's --hold: {reason}"
         return f"held by {keys.HOLD} on {self.where} {self.name}: {reason}"

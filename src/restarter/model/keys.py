@@ -57,6 +57,34 @@ IGNORE = f"{PREFIX}/ignore"
 #: restart in the namespace) until removed; the marks stay, nothing is lost.
 HOLD = f"{PREFIX}/hold"
 
+#: Annotation on a source: how many of a change's dependents restart first (``1``,
+#: ``10%``; ``0``: no waves), overriding the operator's ``--first-wave``.
+FIRST_WAVE = f"{PREFIX}/first-wave"
+
+#: Annotation on a source: how long the first wave must stay healthy after its rollout
+#: before the rest restart (``60s``, ``5m``; ``0``), overriding ``--soak``.
+SOAK = f"{PREFIX}/soak"
+
+#: Annotation on a source: how long it must stay unchanged before its dependents restart
+#: (``10s``, ``1m``; ``0``), so that changes arriving together make one restart
+#: (overriding ``--quiet``).
+QUIET = f"{PREFIX}/quiet"
+
+#: Label or annotation on a source: sources with the same value (one bundle written into
+#: every namespace) whose changes are judged together are one change: one first wave
+#: across all of them, and one circuit breaker.
+ROLLOUT_GROUP = f"{PREFIX}/rollout-group"
+
+#: Annotation on a source, written by restarter: JSON, the state of its latest change's
+#: waves (the change id, the first wave's workloads, the soak, and once judged
+#: ``released`` or ``halted`` with the workload that failed and why). Names and reasons
+#: only, never a value.
+WAVE = f"{PREFIX}/wave"
+
+#: Annotation on a source, written by a person (``restarter resume``): the id of a halted
+#: change to let through to the rest of its dependents.
+RESUME = f"{PREFIX}/resume"
+
 #: Annotation on a source, written with the checksum: the earliest X.509 ``notAfter``
 #: (RFC 3339, UTC) among the certificates in the data it was taken of. A certificate's
 #: expiry is public; nothing else of the data is read into it.
@@ -117,7 +145,9 @@ KOPF_PREFIX = f"{PREFIX}.kopf"
 #: patch the code builds strays from them.
 WRITTEN: dict[str, tuple[str, ...]] = {
     # On a Secret or ConfigMap. Not kopf's prefix: a diff base there would copy its data.
-    "sourceAnnotations": (CHECKSUM, KEY_DIGESTS, CHANGE, NOT_AFTER),
+    # RESUME is a person's (`restarter resume`), allowed so that the same command works
+    # with the operator's identity too.
+    "sourceAnnotations": (CHECKSUM, KEY_DIGESTS, CHANGE, NOT_AFTER, WAVE, RESUME),
     "workloadAnnotations": (RESTART_TS, RESTARTED_FOR),
     # The pending marks, and kopf's own progress, diff base and markers on workloads.
     "workloadAnnotationPrefixes": (*MARK_PREFIXES, f"{KOPF_PREFIX}/"),

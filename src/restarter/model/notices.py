@@ -15,8 +15,9 @@ from restarter.model import reasons
 
 RESTARTED, HELD = reasons.RESTARTED.name, reasons.RESTART_HELD.name
 STAMP_FAILED = reasons.STAMP_FAILED.name
+HALTED = reasons.CHANGE_HALTED.name
 #: The Event reasons that are notified.
-TOLD = (RESTARTED, HELD, STAMP_FAILED)
+TOLD = (RESTARTED, HELD, STAMP_FAILED, HALTED)
 
 #: How a Restarted Event moved before its window by a certificate deadline begins.
 BEFORE_WINDOW = "restarted before its window"
@@ -40,7 +41,7 @@ class Notice:
         """How the message's title counts it."""
         if self.reason == RESTARTED:
             return "restarted early for a certificate" if self.early else "restarted"
-        return {HELD: "held", STAMP_FAILED: "could not be scheduled"}[self.reason]
+        return {HELD: "held", STAMP_FAILED: "could not be scheduled", HALTED: "halted"}[self.reason]
 
     @property
     def early(self) -> bool:
@@ -66,5 +67,5 @@ def render(namespace: str, notices: Sequence[Notice]) -> tuple[str, str, bool]:
     lines = [f"{n.subject}: {n.reason}: {n.message}" for n in notices[:LISTED]]
     if len(notices) > LISTED:
         lines.append(f"and {len(notices) - LISTED} more")
-    warns = any(n.warning or n.reason in (HELD, STAMP_FAILED) for n in notices)
+    warns = any(n.warning or n.reason in (HELD, STAMP_FAILED, HALTED) for n in notices)
     return title, "\n".join(lines), warns

@@ -140,6 +140,42 @@ INVALID_PENDING_MARK = Reason(
     WORKLOAD,
     "a pending mark restarter cannot read (edited by hand); posted once per operator run",
 )
+INVALID_WAVE_SETTING = Reason(
+    "InvalidWaveSetting",
+    WARNING,
+    SOURCE,
+    "its `restarter.io/first-wave`, `/soak` or `/quiet` cannot be read; the operator's "
+    "settings are used for this change",
+)
+CHANGE_HALTED = Reason(
+    "ChangeHalted",
+    WARNING,
+    SOURCE,
+    "a workload of the change's first wave failed with the new data (named, with the pod, "
+    "container, reason and restart count): the rest of its dependents stay pending until "
+    "the source changes again, the change is resumed (`restarter resume`), or the halt expires",
+)
+CHANGE_RELEASED = Reason(
+    "ChangeReleased",
+    NORMAL,
+    SOURCE,
+    "the change's first wave rolled out and stayed healthy for the soak time (or a halt was "
+    "resumed or expired): the rest of its dependents restart in their windows",
+)
+RESTART_HALTED = Reason(
+    "RestartHalted",
+    WARNING,
+    WORKLOAD,
+    "due, but a change it is pending for is halted: a workload of that change's first wave "
+    "failed with the new data (named); it stays pending, marks kept",
+)
+GATE_FAILED_OPEN = Reason(
+    "GateFailedOpen",
+    WARNING,
+    WORKLOAD,
+    "a gate could not be read and the operator fails open (`--gate-fail-open`): the restart "
+    "went ahead unguarded; the message names the gate and why",
+)
 ROLLOUT_STALLED = Reason(
     "RolloutStalled",
     WARNING,
@@ -181,6 +217,11 @@ REASONS: dict[str, Reason] = {
         RESTART_SKIPPED,
         INVALID_PENDING_MARK,
         ROLLOUT_STALLED,
+        INVALID_WAVE_SETTING,
+        CHANGE_HALTED,
+        CHANGE_RELEASED,
+        RESTART_HALTED,
+        GATE_FAILED_OPEN,
         INVALID_RELOAD_ENTRY,
         LOGGING,
     )

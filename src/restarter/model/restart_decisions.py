@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from restarter.model import certificates, keys, kinds
+from restarter.model import certificates, keys, kinds, waves
 from restarter.model.kinds import DEPLOYMENTS, Restart, WorkloadKind
 from restarter.model.schedule import (
     Immediately,
@@ -60,6 +60,9 @@ class RestartDecision:
     deadline: certificates.Deadline | None = None
     """For RESTART: the certificate deadline that moved it before its window (no window
     of its marks is open)."""
+    quiet_until: dt.datetime | None = None
+    """For WAIT: a window is open, but a source changed less than its quiet time ago; it
+    restarts at this instant if a window is still open then."""
 
 
 #: Seconds a ``restart-ts`` may lie ahead of ``now`` and still be restarter's own: the
@@ -122,6 +125,18 @@ def decide_restart(
     open_now = [(mark, window) for mark, window in requested if is_due(window, now, last)]
     # A certificate deadline moves a restart before its window, never after it.
     early = certificates.earliest_deadline(annotations)
+    quiet_ends = quiet_until(marks)
+    forced = early is not None and early.at <= now
+    if open_now and quiet_ends is not None and now < quiet_ends and not forced:
+        # A change that arrives within the quiet time joins the same restart.
+        return RestartDecision(
+            Action.WAIT,
+            next_start=next_start,
+            sources=sources,
+            problems=tuple(problems),
+            next_due=quiet_ends if early is None else min(quiet_ends, early.at),
+            quiet_until=quiet_ends,
+        )
     if open_now:
         due, closes = _due_and_closes(open_now, now)
         early = None
@@ -150,6 +165,17 @@ def decide_restart(
         closes=closes,
         deadline=early,
     )
+
+
+def quiet_until(marks: list[Mark]) -> dt.datetime | None:
+    """When every source of the marks has been quiet for its quiet time (each mark's own,
+    ``waves.quiet_of_mark``); None when no mark asks for one."""
+    ends = [
+        mark.since + quiet
+        for mark in marks
+        if mark.since is not None and (quiet := waves.quiet_of_mark(mark.window)) > 0
+    ]
+    return dt.datetime.fromtimestamp(max(ends), dt.UTC) if ends else None
 
 
 def _restarted_at_of(workload: Mapping[str, Any], kind: WorkloadKind) -> str | None:

@@ -23,6 +23,7 @@ def stamp_patch(
     request: WindowRequest,
     change: str | None = None,
     changed_keys: KeyNames = None,
+    extra: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """Merge patch marking a workload as pending for one change of the named source (the
     changed keys it reads named in the mark, never their values; None: unknown).
@@ -36,7 +37,7 @@ def stamp_patch(
             "annotations": {
                 keys.pending_key(kind, name): str(int(seen.timestamp())),
                 keys.window_key(kind, name): request.to_mark(
-                    f"{SOURCE_KINDS[kind]}/{name}", change, changed_keys
+                    f"{SOURCE_KINDS[kind]}/{name}", change, changed_keys, extra
                 ),
             }
         }

@@ -120,11 +120,16 @@ class WindowRequest:
         return f"{self.at.replace('_', ', ')} {self.timezone} ({length} long)"
 
     def to_mark(
-        self, source: str, change: str | None = None, changed_keys: Iterable[str] | None = None
+        self,
+        source: str,
+        change: str | None = None,
+        changed_keys: Iterable[str] | None = None,
+        extra: Mapping[str, int] | None = None,
     ) -> str:
         """The mark's value on a workload: compact JSON naming the source (and its change,
-        and the first ``MARK_KEYS`` changed keys the workload reads, when known)."""
-        value: dict[str, Any] = {"source": source, "at": self.at}
+        the first ``MARK_KEYS`` changed keys the workload reads, when known, and ``extra``:
+        its wave and quiet time, ``model.waves``)."""
+        value: dict[str, Any] = {"source": source, "at": self.at, **(extra or {})}
         if change is not None:
             value["change"] = change
         if changed_keys is not None:

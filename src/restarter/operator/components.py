@@ -17,12 +17,13 @@ from restarter.model.kinds import ROLLOUTS
 from restarter.operator.late_kinds import LateKind
 from restarter.operator.trimming import Trimmer
 from restarter.restarting.admitting import Admissions, Admitter
+from restarter.restarting.blocking import Blockers, HoldBlocker, gate_blockers
+from restarter.restarting.breaker import Breaker
 from restarter.restarting.checking import ObjectLog, SourceChecks
 from restarter.restarting.finalizer_release import FinalizerReleaser, ReleaseFailed
-from restarter.restarting.gating import Gates
-from restarter.restarting.holding import HoldReader
 from restarter.restarting.observing import PacerSweeper, WorkloadObserver
 from restarter.restarting.pacing import Pacer
+from restarter.restarting.rollout_groups import RolloutGroups
 from restarter.restarting.scoping import ScopeFollower
 from restarter.restarting.stamping import SourceContext, SourceTurns
 from restarter.restarting.ticking import TimerContext
@@ -60,9 +61,22 @@ class Components:
         # A due workload that stops asking for a slot for over two ticks leaves the queue.
         self.pacer = Pacer(settings.pacing, stale_after=2.5 * settings.timer_interval)
         self.seen = SeenMarks()
-        # What holds a due restart: holds on it, its Namespace or the operator, and gates.
-        gates = Gates(api, settings.gates) if settings.gates.enabled else None
-        self.holds = HoldReader(api, settings.hold, gates)
+        # Sources sharing a rollout group, seen by the source flow, judged by the breaker.
+        self.groups = RolloutGroups()
+        # What keeps a due restart back, asked in order: holds on it, its Namespace or the
+        # operator; the gates; the circuit breaker of its changes' waves.
+        self.blockers = Blockers(
+            [
+                HoldBlocker(api, settings.hold),
+                *gate_blockers(api, settings.gates),
+                Breaker(
+                    api,
+                    settings.rollout_timeout.total_seconds(),
+                    settings.halt_expiry or None,
+                    groups=self.groups,
+                ),
+            ]
+        )
         # Notifications of the Events the Event path posts (their URLs carry tokens).
         self.notifier = None
         if settings.notify_urls:
@@ -118,6 +132,7 @@ class Components:
             logger=logger,
             events=path,
             turns=self.turns,
+            groups=self.groups,
         )
 
     def unlabelled_context(self, kind: str, namespace: str, name: str) -> SourceContext:
@@ -135,7 +150,7 @@ class Components:
             seen=self.seen,
             memo=memo,
             logger=logger,
-            holds=self.holds,
+            blockers=self.blockers,
         )
 
     def _check_in_scope(self, kind: str, namespace: str, name: str) -> None:

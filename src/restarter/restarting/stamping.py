@@ -23,6 +23,7 @@ from restarter.model import (
     restart_decisions,
     source_changes,
     stamps,
+    waves,
     windows,
 )
 from restarter.model.fan_out import FanOut, plan_fan_out
@@ -30,6 +31,7 @@ from restarter.model.kinds import WORKLOAD_KINDS, api_version
 from restarter.model.references import SOURCE_KINDS
 from restarter.model.schedule import ScheduleError, next_restart, parse_zone
 from restarter.model.source_changes import Change
+from restarter.restarting.rollout_groups import RolloutGroups
 from restarter.services import metrics
 from restarter.services.events import QUEUED, Direct, EventPath
 from restarter.services.kube import Api
@@ -98,6 +100,9 @@ class SourceContext:
 
     turns: SourceTurns | None = None
     """Shared by every path that checks sources, so that one source is checked at a time."""
+
+    groups: RolloutGroups | None = None
+    """The rollout groups' members and their wave records, shared with the breaker."""
 
     def watched(self, source: Mapping[str, Any]) -> bool:
         """True while a change of the source can restart something: it is labelled, or a
@@ -234,6 +239,7 @@ def record(
     change: Change,
     current: str,
     key_change: source_changes.KeyChange,
+    also: Mapping[str, str] | None = None,
 ) -> str | None:
     """Record the checksum, with the most precise key digests that fit, on the source; what
     was recorded, or None when the API refused even the checksum alone.
@@ -250,7 +256,8 @@ def record(
     what, digests = SOURCE_KINDS[kind], key_change.record
     every = f"every workload that uses this {what} restarts on its next data change"
     # The earliest certificate expiry of the same data goes with the checksum (deadlines).
-    expiry = certificates.expiry_annotation(kind, source)
+    # ``also``: the change's wave record (model.waves), written in the same request.
+    expiry = certificates.expiry_annotation(kind, source) | dict(also or {})
     try:
         patch = source_changes.checksum_patch(current, digests, drop_digests=True)
         patch["metadata"]["annotations"] |= expiry
@@ -342,6 +349,8 @@ def _not_recorded(change: Change, what: str, refusal: str) -> str:
 async def check_source(context: SourceContext, source: Mapping[str, Any]) -> None:
     """A labelled source was listed, added or modified: on a data change, stamp every
     dependent, trying again until every stamp landed."""
+    if context.groups is not None:
+        context.groups.observe(context.kind, source["metadata"])
     # Until every workload stream has listed (and while one is reconnecting), the map
     # may lack a user of this source: wait rather than record a change unstamped.
     while not context.in_sync.is_set():
@@ -488,8 +497,10 @@ def reconcile_source(
         source, current, checksums.new_salt(secrets.token_bytes(checksums.SALT_BYTES))
     )
 
+    wave_record: dict[str, str] = {}
+
     def record_checksum() -> str | None:
-        recorded = record(context, source, change, current, key_change)
+        recorded = record(context, source, change, current, key_change, wave_record)
         # Remembered even when refused: this run does not act on the same data again.
         seen[kind, namespace, name] = current
         return recorded
@@ -521,6 +532,8 @@ def reconcile_source(
     # is recorded: a fan-out repeated after a crash stamps under the same id, and a
     # dependent that already restarted for it clears that mark instead of restarting.
     change_id, begin = source_changes.change_id(metadata, current)
+    first_wave, soak, quiet = _wave_settings(context, source)
+    previous = waves.read_record(metadata.get("annotations"))
     plan = plan_fan_out(
         kind=kind,
         name=name,
@@ -530,7 +543,18 @@ def reconcile_source(
         change_id=change_id,
         now=now,
         deadline=stamped_deadline(context, source),
+        first_wave=first_wave,
+        # The workload whose failure halted the last change tries the fix first.
+        prefer=(previous.failed,) if previous and previous.state == waves.HALTED else (),
+        quiet=quiet,
+        grouped=bool(group := waves.group_of(metadata)) and first_wave.enabled,
     )
+    record_of_waves = None
+    if plan.first:
+        first = tuple(map(waves.named, plan.first))
+        since = int(now.timestamp())
+        record_of_waves = waves.WaveRecord(change_id, first, soak, group=group, since=since)
+        wave_record[keys.WAVE] = record_of_waves.to_annotation()
     for unreadable in plan.unreadable:
         _invalid_workload_window(
             context, unreadable.plural, namespace, unreadable.name, unreadable.error
@@ -549,9 +573,26 @@ def reconcile_source(
         # unrecorded, so the corrected label schedules them.
         return True
     record_checksum()
+    if context.groups is not None and record_of_waves is not None:
+        context.groups.record((namespace, kind, name), record_of_waves)
     unaffected = max(0, len(context.reference_map.dependents(namespace, kind, name)) - len(readers))
     report_change(context, source, changed, request, plan, outcome, unaffected, now)
     return True
+
+
+def _wave_settings(
+    context: SourceContext, source: Mapping[str, Any]
+) -> tuple[waves.FirstWave, float, float]:
+    """The first wave, soak and quiet time of this source's change: its annotations over
+    the operator's settings; one that cannot be read is a Warning, and the settings are used."""
+    settings = context.settings
+    defaults = settings.first_wave, settings.soak, settings.quiet
+    try:
+        return waves.source_overrides(source["metadata"].get("annotations"), *defaults)
+    except waves.WaveError as error:
+        context.logger.warning(str(error))
+        context.events.post(source, reason=reasons.INVALID_WAVE_SETTING, message=str(error))
+        return defaults
 
 
 def _label_window(

@@ -13,12 +13,12 @@ from typing import Any
 from restarter.cluster.seen_marks import SeenMarks
 from restarter.model import keys, reasons, restart_decisions, stamps, timer_admission
 from restarter.model.certificates import Deadline
-from restarter.model.holds import Hold
 from restarter.model.kinds import KINDS, WORKLOAD_KINDS
 from restarter.model.references import WorkloadKey, workload_key
 from restarter.model.resource_versions import compare_versions
 from restarter.model.restart_decisions import Action
-from restarter.restarting import holding, pacing
+from restarter.restarting import pacing
+from restarter.restarting.blocking import Answer, Blockers
 from restarter.restarting.checking import ObjectLog
 from restarter.services import events, metrics
 from restarter.services.kube import Api, Conflict
@@ -55,6 +55,9 @@ class TimerMemo:
 
     reported_hold: str | None = None
     """The hold last reported on a due restart (``RestartHeld``, once per hold)."""
+
+    reported_open: tuple[str, ...] = ()
+    """The gates last reported as failed open (``GateFailedOpen``, once per failure)."""
 
 
 #: The key of the ``TimerMemo`` in kopf's memo of a workload.
@@ -131,8 +134,9 @@ class TimerContext:
     logger: logging.Logger | logging.LoggerAdapter[Any]
     """kopf's logger of this workload."""
 
-    holds: holding.HoldReader | None = None
-    """Reads the holds on a due restart; None reads none."""
+    blockers: Blockers | None = None
+    """What may keep a due restart back (holds, gates, the circuit breaker), asked in
+    order; None asks none."""
 
     @property
     def kind(self) -> str:
@@ -220,11 +224,9 @@ async def restart_when_due(timer: TimerContext, workload: Mapping[str, Any]) -> 
         await asyncio.to_thread(_act, timer, workload, now, may_restart=False)
         return
     key = workload_key(timer.plural, workload)
-    if timer.holds is not None:
-        hold = await asyncio.to_thread(_held, timer, timer.holds, workload)
-        if hold is not None:
-            timer.pacer.withdraw(key)
-            return
+    if timer.blockers is not None and await _blocked(timer, timer.blockers, workload):
+        timer.pacer.withdraw(key)
+        return
     if not await _slot(timer, key, decision):
         return
     restarted: Mapping[str, Any] | None = None
@@ -378,34 +380,88 @@ def _report_restart(
         log.warning(f"the Restarted Event was not posted: {type(error).__name__}")
 
 
-def _held(
-    timer: TimerContext, holds: holding.HoldReader, workload: Mapping[str, Any]
-) -> Hold | None:
-    """What holds a due restart, reported once per hold: ``RestartHeld`` (a Warning when
-    its namespace or a gate could not be read), posted from this thread in one request and
-    logged in restarter's own log, as a restart is; forgotten once nothing holds it."""
-    hold = holds.hold_of(workload)
-    if hold is None:
-        timer.state.reported_hold = None
-        return None
-    description = hold.describe()
-    if timer.state.reported_hold == description:
-        return hold
-    timer.state.reported_hold = description
-    metrics.HELD.labels(timer.kind, hold.where).inc()
-    message = f"restart due but {description}; it stays pending until the hold is removed"
+async def _blocked(timer: TimerContext, blockers: Blockers, workload: Mapping[str, Any]) -> bool:
+    """True when a blocker keeps the due restart back. While only the circuit breaker's
+    judging of a first wave does (it lifts by itself), it is asked again every
+    ``PACING_POLL`` for up to one timer interval, so the rest of a change start within a
+    second of its release rather than a tick later."""
+    give_up = time.monotonic() + timer.settings.timer_interval
+    while True:
+        answer = await asyncio.to_thread(blockers.ask, workload, dt.datetime.now(dt.UTC))
+        await asyncio.to_thread(_report_blockers, timer, workload, answer)
+        hold = answer.hold
+        if hold is None:
+            return False
+        if not hold.judging or time.monotonic() >= give_up:
+            return True
+        await asyncio.sleep(PACING_POLL)
+
+
+def _report_blockers(timer: TimerContext, workload: Mapping[str, Any], answer: Answer) -> None:
+    """What blocks a due restart, reported once per hold: ``RestartHeld`` (a Warning when
+    its namespace or a gate could not be read), ``RestartHalted`` for a halted change;
+    and the gates that failed open (``GateFailedOpen``). Posted from this thread in one
+    request and logged in restarter's own log, as a restart is. A first wave being judged
+    is logged only: it lifts by itself, and thousands may wait for it."""
     metadata = workload["metadata"]
     log = ObjectLog(RESTARTS_LOG, metadata["namespace"], metadata["name"])
-    log.info(message)
-    try:
-        events.Direct(timer.api).post(
+    if answer.failed_open and answer.failed_open != timer.state.reported_open:
+        timer.state.reported_open = answer.failed_open
+        _post(
+            timer,
             workload,
-            reason=reasons.RESTART_HELD.as_warning() if hold.unreadable else reasons.RESTART_HELD,
-            message=message,
+            log,
+            reason=reasons.GATE_FAILED_OPEN,
+            message=f"restart let through although {'; '.join(answer.failed_open)}: the "
+            "gates fail open",
         )
+    hold = answer.hold
+    if hold is None:
+        timer.state.reported_hold = None
+        return
+    description = hold.describe()
+    if timer.state.reported_hold == description:
+        return
+    timer.state.reported_hold = description
+    if hold.judging:
+        log.debug(f"restart due but {description}")
+        return
+    metrics.HELD.labels(timer.kind, hold.where).inc()
+    if hold.halted:
+        _post(
+            timer,
+            workload,
+            log,
+            reason=reasons.RESTART_HALTED,
+            message=f"restart due but {description}; it stays pending until the source "
+            "changes again or the change is resumed",
+        )
+        return
+    _post(
+        timer,
+        workload,
+        log,
+        reason=reasons.RESTART_HELD.as_warning() if hold.unreadable else reasons.RESTART_HELD,
+        message=f"restart due but {description}; it stays pending until the hold is removed",
+    )
+
+
+def _post(
+    timer: TimerContext,
+    workload: Mapping[str, Any],
+    log: ObjectLog,
+    *,
+    reason: reasons.Reason,
+    message: str,
+) -> None:
+    if reason.type == reasons.WARNING:
+        log.warning(message)
+    else:
+        log.info(message)
+    try:
+        events.Direct(timer.api).post(workload, reason=reason, message=message)
     except Exception as error:  # held all the same; the Event is what is lost
-        log.warning(f"the RestartHeld Event was not posted: {type(error).__name__}")
-    return hold
+        log.warning(f"the {reason} Event was not posted: {type(error).__name__}")
 
 
 def _report_clear(

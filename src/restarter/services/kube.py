@@ -401,6 +401,33 @@ class Api:
         }[kind]
         return self._read(method, namespace, name)
 
+    def read_source_metadata(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Secret's or ConfigMap's metadata alone (PartialObjectMetadata: never its data),
+        or None if gone."""
+        method = {
+            "secret": self._core.read_namespaced_secret,
+            "configmap": self._core.read_namespaced_config_map,
+        }[kind]
+
+        def metadata_only(name: str, namespace: str, **options: Any) -> Any:
+            return method(name, namespace, _headers=METADATA_WATCH, **options)
+
+        return self._read(metadata_only, namespace, name, bodies.decode_object)
+
+    def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        """The pods in ``namespace`` that ``selector`` selects, whole (their statuses: how
+        the circuit breaker tells a crash-looping pod)."""
+        response: Any = retrying_timed(
+            lambda timeout: self._core.list_namespaced_pod(
+                namespace,
+                label_selector=selector,
+                _request_timeout=timeout,
+                _preload_content=False,
+            ),
+            "list",
+        )
+        return list(_parse(response.data).get("items") or [])
+
     def read_workload(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         """A Deployment, StatefulSet, DaemonSet or Rollout as it is now, or None if gone."""
         return self._read(
@@ -563,7 +590,9 @@ class Api:
             **_watch_options(resource_version, timeout),
         )
 
-    def labelled_names(self, resource: str, namespace: str, label: str) -> list[dict[str, Any]]:
+    def labelled_names(
+        self, resource: str, namespace: str | None, label: str
+    ) -> list[dict[str, Any]]:
         """The metadata of every workload (by plural) or source (``secret``,
         ``configmap``) in ``namespace`` that carries ``label``: never a source's data."""
         if resource in WORKLOAD_KINDS:

@@ -108,6 +108,24 @@ GATE_ERRORS = Counter(
     "wait meanwhile unless the gates fail open.",
     ["gate"],
 )
+GATE_FAILED_OPEN = Counter(
+    "restarter_gate_failed_open_total",
+    "Restarts let through although a gate could not be read (the gates fail open), by gate.",
+    ["gate"],
+)
+CHANGES_HALTED = Counter(
+    "restarter_changes_halted_total",
+    "Changes halted by the circuit breaker: a workload of the change's first wave failed "
+    "with the new data, and the rest of its dependents stay pending.",
+    ["kind"],
+)
+CHANGES_RELEASED = Counter(
+    "restarter_changes_released_total",
+    "Changes let through to the rest of their dependents, by how: healthy (the first wave "
+    "soaked), group (the first wave of its rollout group decided), resumed (by hand) or "
+    "expired (the halt expiry passed).",
+    ["how"],
+)
 LEADER = Gauge(
     "restarter_leader",
     "1 while this replica is the one acting (holds the Lease or runs alone), else 0.",

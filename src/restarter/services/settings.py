@@ -8,11 +8,20 @@ import os
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from restarter.model.gates import GateError, GateSettings, parse_filter
 from restarter.model.limits import Limits
 from restarter.model.namespaces import NamespaceSelector, SelectorError, parse_selector
 from restarter.model.schedule import ScheduleError, parse_length, parse_zone
+from restarter.model.waves import (
+    ONE,
+    FirstWave,
+    WaveError,
+    format_seconds,
+    parse_first_wave,
+    parse_seconds,
+)
 from restarter.model.windows import AT_CRON, format_length, from_workload
 
 
@@ -114,6 +123,24 @@ class Settings:
     gates: GateSettings = field(default_factory=GateSettings)
     """Alerts and blocking pods that hold due restarts (``RESTARTER_GATE_*``); off by default."""
 
+    first_wave: FirstWave = ONE
+    """How many of a change's dependents restart first, before the rest (a count, or a
+    percentage: ``10%``); 0 turns waves off. A source's ``restarter.io/first-wave``
+    overrides it (``RESTARTER_FIRST_WAVE``)."""
+
+    soak: float = 60.0
+    """Seconds the first wave must stay healthy after its rollout before the rest restart;
+    a source's ``restarter.io/soak`` overrides it (``RESTARTER_SOAK``, like ``60s``)."""
+
+    quiet: float = 10.0
+    """Seconds every source of a workload must stay unchanged before it restarts, so that
+    changes arriving together make one restart; a source's ``restarter.io/quiet``
+    overrides it (``RESTARTER_QUIET``, like ``10s``; ``0``: none)."""
+
+    halt_expiry: float = 0.0
+    """Seconds after which a halted change goes on by itself; 0: it stays halted until the
+    source changes again or is resumed (``RESTARTER_HALT_EXPIRY``)."""
+
     @property
     def pacing(self) -> Limits:
         return Limits(self.max_in_flight, self.max_per_minute, self.rollout_timeout.total_seconds())
@@ -206,7 +233,8 @@ def build(
     except ScheduleError as error:
         raise SettingsError(f"notification batch: {error}") from None
     return Settings(
-        gates=_gates(args),
+        **_waves(args),
+        gates=gates_of(args),
         notify_urls=notify_urls,
         notify_batch=notify_batch,
         hold=args.hold.strip(),
@@ -353,6 +381,39 @@ def _parser(env: Mapping[str, str], commands: Sequence[tuple[str, str]]) -> argp
         "LENGTH",
     )
     option(
+        "--first-wave",
+        "RESTARTER_FIRST_WAVE",
+        str(defaults.first_wave),
+        "how many of a change's dependents restart first (a count, or a percentage of them "
+        "with a trailing percent sign), the rest only once those stayed healthy for the soak "
+        "time; 0: no waves",
+        "COUNT",
+    )
+    option(
+        "--soak",
+        "RESTARTER_SOAK",
+        format_seconds(defaults.soak),
+        "how long the first wave must stay healthy after its rollout before the rest "
+        "restart (0, 45s, 5m)",
+        "LENGTH",
+    )
+    option(
+        "--quiet",
+        "RESTARTER_QUIET",
+        format_seconds(defaults.quiet),
+        "how long a workload's sources must stay unchanged before it restarts, so that "
+        "changes arriving together make one restart (0: none)",
+        "LENGTH",
+    )
+    option(
+        "--halt-expiry",
+        "RESTARTER_HALT_EXPIRY",
+        format_seconds(defaults.halt_expiry),
+        "a change halted by the circuit breaker goes on by itself after this long; 0: it "
+        "stays halted until the source changes again or is resumed",
+        "LENGTH",
+    )
+    option(
         "--max-timers",
         "RESTARTER_MAX_TIMERS",
         str(defaults.max_timers),
@@ -423,6 +484,42 @@ def _parser(env: Mapping[str, str], commands: Sequence[tuple[str, str]]) -> argp
         "they run with expires, even before their window",
         "LENGTH",
     )
+    gate_arguments(parser, env)
+    option(
+        "--notify-batch",
+        "RESTARTER_NOTIFY_BATCH",
+        format_length(defaults.notify_batch),
+        "send a namespace's notifications (URLs from RESTARTER_NOTIFY_URLS only) as one "
+        "message once none joined them for this long",
+        "LENGTH",
+    )
+    return parser
+
+
+def _waves(args: argparse.Namespace) -> dict[str, Any]:
+    """The first wave, soak, quiet time and halt expiry the flags ask for, checked."""
+    try:
+        return {
+            "first_wave": parse_first_wave(args.first_wave),
+            "soak": parse_seconds(args.soak, "soak"),
+            "quiet": parse_seconds(args.quiet, "quiet time"),
+            "halt_expiry": parse_seconds(args.halt_expiry, "halt expiry"),
+        }
+    except WaveError as error:
+        raise SettingsError(str(error)) from None
+
+
+def gate_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+    """The gates' flags, for the operator and for ``restarter plan`` alike."""
+
+    def switch(flag: str, variable: str, value: str, what: str, otherwise: str) -> None:
+        parser.add_argument(
+            flag,
+            action="store_true",
+            default=env.get(variable, "").lower() == value,
+            help=f"{what} [{variable}={value}; default: {otherwise}]",
+        )
+
     parser.add_argument(
         "--gate-alertmanager-url",
         default=env.get("RESTARTER_GATE_ALERTMANAGER_URL", ""),
@@ -459,18 +556,9 @@ def _parser(env: Mapping[str, str], commands: Sequence[tuple[str, str]]) -> argp
         "let restarts go when a gate cannot be read (a warning is logged and counted)",
         "off: restarts wait",
     )
-    option(
-        "--notify-batch",
-        "RESTARTER_NOTIFY_BATCH",
-        format_length(defaults.notify_batch),
-        "send a namespace's notifications (URLs from RESTARTER_NOTIFY_URLS only) as one "
-        "message once none joined them for this long",
-        "LENGTH",
-    )
-    return parser
 
 
-def _gates(args: argparse.Namespace) -> GateSettings:
+def gates_of(args: argparse.Namespace) -> GateSettings:
     """The gates the flags ask for, checked: a URL, filter or selector that cannot be read
     stops the start (a filter without a URL reads nothing)."""
     url = args.gate_alertmanager_url.strip()

@@ -1,0 +1,481 @@
+"""Waves and the circuit breaker: a change reaches a first wave of its dependents, and the
+rest only once that wave has rolled out and stayed healthy for the soak time.
+
+A *change* is one source's new content (its change id). When it is stamped, the first
+``FirstWave`` of its dependents, in a fixed order (``first_wave``), get marks of wave 1 and
+the others marks of wave 2, and the source gets a ``WaveRecord`` naming the first wave.
+Wave-2 marks wait until the record says ``released``; a first wave found unhealthy
+(``assess``) makes it ``halted`` instead, and nothing more of that change restarts until the
+source changes again, someone resumes it, or ``--halt-expiry`` passes.
+
+Everything lives on the objects (the marks, the record on the source, the workloads'
+``restart-ts`` and ``restarted-for``, their pods), so a restarted operator judges the
+same. Pure: the caller reads the bodies; ``now`` is an argument.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from restarter.model import keys, kinds, stamps
+from restarter.model.progress import Progress
+
+#: The wave of a mark (the mark JSON's ``wave``): the first, or the rest.
+FIRST, REST = 1, 2
+
+#: At most this many workloads are named in a first wave (a percentage of thousands of
+#: dependents would not fit in one annotation, and a first wave that large tests little).
+MAX_FIRST_WAVE = 50
+
+#: A change's state on its source, once judged.
+RELEASED, HALTED = "released", "halted"
+
+#: Container waiting reasons that mean the new value (or the pod) cannot run.
+BAD_WAITING = frozenset(
+    {
+        "CrashLoopBackOff",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "RunContainerError",
+    }
+)
+
+
+class WaveError(ValueError):
+    """A first-wave size, soak or quiet time that cannot be read."""
+
+
+@dataclass(frozen=True)
+class FirstWave:
+    """How many dependents of a change restart first: a count, or a percentage (at least
+    one when above zero). Zero turns waves off: every dependent restarts as its window
+    allows."""
+
+    count: int = 1
+    percent: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.count > 0
+
+    def size(self, dependents: int) -> int:
+        if not self.enabled or dependents == 0:
+            return 0
+        wanted = math.ceil(dependents * self.count / 100) if self.percent else self.count
+        return max(1, min(wanted, dependents, MAX_FIRST_WAVE))
+
+    def __str__(self) -> str:
+        return f"{self.count}%" if self.percent else str(self.count)
+
+
+#: Waves off; and the operator's default first wave, one workload.
+NO_WAVES, ONE = FirstWave(0), FirstWave(1)
+
+_SIZE = re.compile(r"(\d{1,4})(%?)")
+_DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+
+
+def parse_first_wave(text: str) -> FirstWave:
+    """``'1'``, ``'3'``, ``'10%'``; ``'0'`` turns waves off."""
+    found = _SIZE.fullmatch(text.strip())
+    if found is None:
+        raise WaveError(f"first wave {text!r} is not a count (1) or a percentage (10%)")
+    count, percent = int(found.group(1)), bool(found.group(2))
+    if percent and count > 100:
+        raise WaveError(f"first wave {text!r} is more than 100%")
+    return FirstWave(count, percent)
+
+
+def parse_seconds(text: str, what: str) -> float:
+    """``'0'``, ``'45s'``, ``'10m'``, ``'1h30m'``: a soak or quiet time, zero allowed, at
+    most a day."""
+    text = text.strip()
+    if text == "0":
+        return 0.0
+    found = _DURATION.fullmatch(text)
+    if not text or found is None:
+        raise WaveError(f"{what} {text!r} is not like 0, 45s, 10m or 1h")
+    hours, minutes, seconds = (int(part or 0) for part in found.groups())
+    total = hours * 3600 + minutes * 60 + seconds
+    if total > 86400:
+        raise WaveError(f"{what} {text!r} is longer than a day")
+    return float(total)
+
+
+def format_seconds(seconds: float) -> str:
+    total = int(seconds)
+    if total == 0:
+        return "0s"
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    return "".join(f"{n}{u}" for n, u in ((hours, "h"), (minutes, "m"), (secs, "s")) if n)
+
+
+def source_overrides(
+    annotations: Mapping[str, str] | None,
+    first_wave: FirstWave,
+    soak: float,
+    quiet: float,
+) -> tuple[FirstWave, float, float]:
+    """The first wave, soak and quiet time of a source's changes: its annotations
+    (``restarter.io/first-wave``, ``/soak``, ``/quiet``) over the operator's. WaveError
+    names an annotation that cannot be read."""
+    found = annotations or {}
+    try:
+        if keys.FIRST_WAVE in found:
+            first_wave = parse_first_wave(found[keys.FIRST_WAVE])
+        if keys.SOAK in found:
+            soak = parse_seconds(found[keys.SOAK], keys.SOAK)
+        if keys.QUIET in found:
+            quiet = parse_seconds(found[keys.QUIET], keys.QUIET)
+    except WaveError as error:
+        raise WaveError(f"{error}; the operator's settings are used") from None
+    return first_wave, soak, quiet
+
+
+#: A dependent: (resource plural, name).
+Dependent = tuple[str, str]
+
+
+def named(dependent: Dependent) -> str:
+    """``Deployment/web``: how a record, an Event and ``plan`` name a dependent."""
+    plural, name = dependent
+    return f"{kinds.WORKLOAD_KINDS[plural]}/{name}"
+
+
+def dependent_of(text: str) -> Dependent | None:
+    """``Deployment/web`` → ``("deployments", "web")``; None for a kind restarter lacks."""
+    kind, _, name = text.partition("/")
+    for plural, known in kinds.WORKLOAD_KINDS.items():
+        if known == kind and name:
+            return plural, name
+    return None
+
+
+def first_wave(
+    dependents: Iterable[Dependent], size: FirstWave, prefer: Sequence[str] = ()
+) -> tuple[Dependent, ...]:
+    """The first wave of a change: the dependents whose names come first alphabetically
+    (then by kind), after those named in ``prefer`` (the workload that failed the last
+    change of the source, so that the fix is tried where the failure was seen)."""
+    ordered = sorted(dependents, key=lambda dependent: (dependent[1], dependent[0]))
+    preferred = [dependent for dependent in ordered if named(dependent) in prefer]
+    ordered = preferred + [dependent for dependent in ordered if dependent not in preferred]
+    return tuple(ordered[: size.size(len(ordered))])
+
+
+@dataclass(frozen=True)
+class WaveRecord:
+    """The state of a source's latest change, on the source (``restarter.io/wave``)."""
+
+    change: str
+    first: tuple[str, ...]
+    """The first wave, named ``Kind/name``."""
+
+    soak: float
+    state: str = ""
+    """``""`` while the first wave is judged; ``RELEASED`` or ``HALTED``."""
+
+    at: int | None = None
+    """Epoch seconds when ``state`` was set."""
+
+    why: str = ""
+    """What released or halted it: the failed workload and its reason, never a value."""
+
+    failed: str = ""
+    """The first-wave workload that failed (``Kind/name``), when halted."""
+
+    group: str = ""
+    """The source's rollout group (``restarter.io/rollout-group``), if any."""
+
+    since: int | None = None
+    """Epoch seconds when the change was recorded: the group's earliest unjudged change
+    leads it (``pilot``)."""
+
+    def to_annotation(self) -> str:
+        value: dict[str, Any] = {"change": self.change, "first": list(self.first)}
+        value["soak"] = int(self.soak)
+        for name in ("state", "at", "why", "failed", "group", "since"):
+            if getattr(self, name):
+                value[name] = getattr(self, name)
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+    def judged(self, state: str, now: dt.datetime, why: str, failed: str = "") -> WaveRecord:
+        return dataclasses.replace(
+            self, state=state, at=int(now.timestamp()), why=why[:512], failed=failed
+        )
+
+
+def read_record(annotations: Mapping[str, str] | None) -> WaveRecord | None:
+    """The source's wave record; None when absent or not one restarter wrote."""
+    try:
+        value = json.loads((annotations or {}).get(keys.WAVE) or "")
+        record = WaveRecord(
+            change=str(value["change"]),
+            first=tuple(str(name) for name in value["first"]),
+            soak=float(value.get("soak", 0)),
+            state=str(value.get("state", "")),
+            at=int(value["at"]) if "at" in value else None,
+            why=str(value.get("why", "")),
+            failed=str(value.get("failed", "")),
+            group=str(value.get("group", "")),
+            since=int(value["since"]) if "since" in value else None,
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return record if record.state in ("", RELEASED, HALTED) else None
+
+
+def record_patch(record: WaveRecord, resource_version: str | None = None) -> dict[str, Any]:
+    """The source patch that writes ``record`` (conditional on ``resource_version`` when
+    given: two judges of one change never both post its halt)."""
+    metadata: dict[str, Any] = {"annotations": {keys.WAVE: record.to_annotation()}}
+    if resource_version is not None:
+        metadata["resourceVersion"] = resource_version
+    return {"metadata": metadata}
+
+
+class Health(enum.Enum):
+    HEALTHY = "healthy"  # rolled out and soaked
+    SOAKING = "soaking"  # rolled out, not yet healthy for the soak time
+    ROLLING = "rolling"  # restarted, rollout not complete yet
+    WAITING = "waiting"  # not restarted for the change yet
+    GONE = "gone"  # deleted, opted out or cleared without restarting: not judged
+    UNHEALTHY = "unhealthy"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    health: Health
+    why: str = ""
+    until: float | None = None
+    """For SOAKING: epoch seconds when the soak ends."""
+
+
+def _seconds(value: Any) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def pod_trouble(pod: Mapping[str, Any]) -> str | None:
+    """Why a pod of the new value is unhealthy: a container that restarted, or waits in
+    ``BAD_WAITING``; None when none does. Names the container, reason and count only."""
+    status = pod.get("status") or {}
+    name = (pod.get("metadata") or {}).get("name", "?")
+    containers = [
+        *(status.get("initContainerStatuses") or []),
+        *(status.get("containerStatuses") or []),
+    ]
+    for container in containers:
+        restarts = int(container.get("restartCount") or 0)
+        waiting = ((container.get("state") or {}).get("waiting") or {}).get("reason")
+        terminated = (container.get("lastState") or {}).get("terminated") or {}
+        if waiting in BAD_WAITING or restarts > 0:
+            how = waiting or f"exited ({terminated.get('reason') or 'Error'})"
+            exit_code = terminated.get("exitCode")
+            code = f", exit code {exit_code}" if exit_code is not None else ""
+            return (
+                f"pod {name} container {container.get('name', '?')}: {how}, "
+                f"restarted {restarts} time(s){code}"
+            )
+    return None
+
+
+def new_pods(pods: Iterable[Mapping[str, Any]], restarted: float) -> list[Mapping[str, Any]]:
+    """The pods created at or after the restart (whole seconds): every pod that started
+    after the change reads the new value, whichever ReplicaSet or revision it belongs to."""
+    found = []
+    for pod in pods:
+        created = _seconds((pod.get("metadata") or {}).get("creationTimestamp"))
+        if created is not None and created >= restarted:
+            found.append(pod)
+    return found
+
+
+def _ready_since(pods: Sequence[Mapping[str, Any]], restarted: float) -> float:
+    """When the last of the new pods became Ready (the restart, when there are none)."""
+    latest = restarted
+    for pod in pods:
+        for condition in (pod.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == "Ready" and condition.get("status") == "True":
+                latest = max(latest, _seconds(condition.get("lastTransitionTime")) or latest)
+    return latest
+
+
+def assess(
+    plural: str,
+    workload: Mapping[str, Any] | None,
+    pods: Sequence[Mapping[str, Any]],
+    token: str,
+    change: str,
+    now: dt.datetime,
+    soak: float,
+    rollout_timeout: float,
+) -> Verdict:
+    """How a first-wave workload fares with a change (``token``: the source's mark token).
+    ``pods``: the pods its pod template's labels select, read only once it restarted."""
+    if workload is None:
+        return Verdict(Health.GONE, "deleted")
+    annotations = (workload.get("metadata") or {}).get("annotations") or {}
+    recorded = stamps.restarted_for(annotations)
+    if recorded.get(token) != change:
+        pending = f"{keys.PENDING_MARK}/{token}" in annotations
+        return Verdict(Health.WAITING, "not restarted yet") if pending else Verdict(Health.GONE)
+    restarted = float(keys.epoch_seconds(annotations.get(keys.RESTART_TS)) or 0)
+    status = workload.get("status") or {}
+    if plural == "rollouts" and status.get("phase") == "Degraded":
+        return Verdict(Health.UNHEALTHY, "its Rollout is Degraded")
+    progress = kinds.progress(plural, workload)
+    if progress is Progress.FAILED:
+        return Verdict(Health.UNHEALTHY, "its rollout failed (ProgressDeadlineExceeded)")
+    fresh = new_pods(pods, restarted)
+    for pod in fresh:
+        trouble = pod_trouble(pod)
+        if trouble is not None:
+            return Verdict(Health.UNHEALTHY, trouble)
+    waited = now.timestamp() - restarted
+    if progress is not Progress.COMPLETE:
+        if waited >= rollout_timeout:
+            return Verdict(
+                Health.UNHEALTHY, f"its rollout did not complete in {format_seconds(waited)}"
+            )
+        return Verdict(Health.ROLLING, "rolling out")
+    until = _ready_since(fresh, restarted) + soak
+    if now.timestamp() < until:
+        return Verdict(Health.SOAKING, "soaking", until)
+    return Verdict(Health.HEALTHY)
+
+
+def template_selector(workload: Mapping[str, Any]) -> str:
+    """A label selector of the pods of the workload's pod template (its labels, which
+    every pod it creates carries); empty when it has none."""
+    template = ((workload.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    labels = template.get("labels") or {}
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+
+def _mark_number(value: str | None, name: str) -> float | None:
+    if not value or not value.startswith("{"):
+        return None
+    try:
+        found = json.loads(value).get(name)
+    except (ValueError, AttributeError):
+        return None
+    return float(found) if isinstance(found, int | float) and not isinstance(found, bool) else None
+
+
+def wave_of_mark(value: str | None) -> int | None:
+    """The wave a mark is in (``FIRST`` or ``REST``); None when the change has no waves."""
+    wave = _mark_number(value, "wave")
+    return int(wave) if wave in (FIRST, REST) else None
+
+
+def quiet_of_mark(value: str | None) -> float:
+    """The quiet time a mark asks for, in seconds (0 when it names none)."""
+    return max(0.0, _mark_number(value, "quiet") or 0.0)
+
+
+def judge(record: WaveRecord, verdicts: Mapping[str, Verdict]) -> tuple[str, str, str]:
+    """The state of a change from its first wave's verdicts (by ``Kind/name``): ``HALTED``
+    as soon as one is unhealthy, ``RELEASED`` once every one is healthy (or gone), else
+    ``""``; with why, and the workload that failed."""
+    for name in record.first:
+        verdict = verdicts.get(name)
+        if verdict is not None and verdict.health is Health.UNHEALTHY:
+            return HALTED, f"{name} failed: {verdict.why}", name
+    waiting = [
+        f"{name} {verdicts[name].why}"
+        for name in record.first
+        if name in verdicts and verdicts[name].health not in (Health.HEALTHY, Health.GONE)
+    ]
+    if waiting:
+        return "", "; ".join(waiting), ""
+    soak = format_seconds(record.soak)
+    return RELEASED, f"first wave {', '.join(record.first)} healthy for {soak}", ""
+
+
+@dataclass(frozen=True)
+class MarkHold:
+    """Why the breaker keeps one mark's restart back."""
+
+    why: str
+    halted: bool
+    """True when the change is halted (a Warning); False while its first wave is judged."""
+
+
+def mark_hold(
+    wave: int | None,
+    change: str | None,
+    record: WaveRecord | None,
+    newer_than: int | None,
+) -> MarkHold | None:
+    """Whether a mark of wave ``wave`` for ``change`` may restart now, given the source's
+    record (``newer_than``: how the record's change compares with the mark's, as
+    ``compare_versions`` answers: 1 newer, 0 the same, -1 older, None unknown).
+
+    A first-wave mark waits only for a halt of its own change. A mark of the rest waits
+    until the source's latest change is released: a restart now reads the source as it
+    is, whichever change stamped the mark."""
+    if wave is None:
+        return None
+    if record is None or (newer_than is not None and newer_than < 0):
+        if wave == FIRST:
+            return None
+        return MarkHold("its first wave is not chosen yet", False)
+    if record.state == HALTED:
+        if wave == FIRST and newer_than != 0:
+            return None
+        return MarkHold(f"change halted: {record.why}", True)
+    if wave == FIRST or record.state == RELEASED:
+        return None
+    first = ", ".join(record.first)
+    return MarkHold(f"waiting for its first wave ({first})", False)
+
+
+def released_by_hand(
+    record: WaveRecord, resume: str | None, now: dt.datetime, expiry: float | None
+) -> str | None:
+    """Why a halted change goes on: resumed on its source for this change (``resume``), or
+    halted for longer than ``expiry`` seconds; None while it stays halted."""
+    if record.state != HALTED:
+        return None
+    if resume is not None and resume.strip() == record.change:
+        return f"resumed by {keys.RESUME}"
+    if expiry and record.at is not None and now.timestamp() - record.at >= expiry:
+        return f"halted for longer than the halt expiry ({format_seconds(expiry)})"
+    return None
+
+
+def group_of(metadata: Mapping[str, Any]) -> str:
+    """A source's rollout group: its label, else its annotation; empty for none."""
+    labels = metadata.get("labels") or {}
+    annotations = metadata.get("annotations") or {}
+    return str(labels.get(keys.ROLLOUT_GROUP) or annotations.get(keys.ROLLOUT_GROUP) or "")
+
+
+#: A source: (namespace, kind, name).
+SourceKey = tuple[str, str, str]
+
+
+def pilot(members: Mapping[SourceKey, WaveRecord]) -> SourceKey | None:
+    """The member of a rollout group whose first wave judges the group's change: of those
+    whose change is not judged yet, the one recorded first (then by namespace, kind and
+    name). Changes recorded while it is judged join it; one recorded after starts anew."""
+    unjudged = [key for key, record in members.items() if not record.state]
+    if not unjudged:
+        return None
+    return min(unjudged, key=lambda key: (members[key].since or 0, key))

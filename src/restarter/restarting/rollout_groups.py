@@ -1,0 +1,44 @@
+"""Rollout groups: which sources share a ``restarter.io/rollout-group``, and the wave record
+each carries, as restarter last saw it.
+
+Fed by every source restarter checks (kopf's events of labelled sources, the checks of
+opted-in ones: at start-up, every source) and by the breaker's own reads and writes, so
+an operator that restarts knows its groups again once it has listed its sources. Only a
+source that carries a wave record of a group is kept: a few names and a short string each.
+Thread-safe: the source handlers and the timers' threads call in concurrently.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from restarter.model import waves
+from restarter.model.waves import SourceKey, WaveRecord
+
+
+class RolloutGroups:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._members: dict[str, dict[SourceKey, WaveRecord]] = {}
+        self._group_of: dict[SourceKey, str] = {}
+
+    def observe(self, kind: str, metadata: Mapping[str, Any]) -> None:
+        """A source as seen: kept while its wave record names a group."""
+        key = (metadata.get("namespace", ""), kind, metadata.get("name", ""))
+        self.record(key, waves.read_record(metadata.get("annotations")))
+
+    def record(self, key: SourceKey, record: WaveRecord | None) -> None:
+        """The wave record of a source as restarter read or wrote it (None: none)."""
+        with self._lock:
+            previous = self._group_of.pop(key, None)
+            if previous is not None:
+                self._members.get(previous, {}).pop(key, None)
+            if record is not None and record.group:
+                self._group_of[key] = record.group
+                self._members.setdefault(record.group, {})[key] = record
+
+    def members(self, group: str) -> dict[SourceKey, WaveRecord]:
+        with self._lock:
+            return dict(self._members.get(group, {}))
