@@ -151,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     if RELOADER in operators:
         results["reloader"] = {
+            # The pinned version when the binary is the one bench/peers.py builds.
+            "version": RELOADER_VERSION if args.reloader_binary == RELOADER_BINARY else None,
             "binary": str(args.reloader_binary),
             "sha256": sha256(args.reloader_binary),
             "flags": list(RELOADER_FLAGS),
@@ -212,7 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     results["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     _save(results, args.output)
     report.write(results, args.docs)
-    log.info(f"wrote {args.output} and {args.docs / 'benchmarks.md'}; logs in {workdir}")
+    log.info(
+        f"wrote {args.output}, {args.docs / 'benchmarks-history.md'} and the plots; "
+        f"logs in {workdir}"
+    )
     return 0
 
 

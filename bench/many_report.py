@@ -1,5 +1,5 @@
 """The ``many-sources`` table: figures per operator, as markdown between markers in
-docs/benchmarks.md; pure formatting of the raw results except ``write``."""
+docs/benchmarks-history.md; pure formatting of the raw results except ``write``."""
 
 from __future__ import annotations
 
@@ -207,12 +207,12 @@ def one_line(run: Run) -> str:
 
 
 def write(commands: list[dict[str, Any]], docs: Path, outputs: list[Path | None]) -> str:
-    """The section between the markers in ``docs``/benchmarks.md (appended, with a heading,
+    """The section between the markers in ``docs``/benchmarks-history.md (appended, with a heading,
     when the page has none) from one or more commands' results; returns it."""
     described = [f"- {_described(r, output)}" for r, output in zip(commands, outputs, strict=True)]
     note = "One labelled Secret per namespace, all changed at once; median (min-max) of runs."
     section = "\n".join([BEGIN, *described, "", note, "", *table(commands), END])
-    page = docs / "benchmarks.md"
+    page = docs / "benchmarks-history.md"
     text = page.read_text() if page.exists() else ""
     if BEGIN in text and END in text:
         text = text[: text.index(BEGIN)] + section + text[text.index(END) + len(END) :]

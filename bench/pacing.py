@@ -241,7 +241,7 @@ def _cell(values: list[float]) -> str:
 
 
 def write(results: dict[str, Any], docs: Path) -> str:
-    """The pacing table in docs/benchmarks.md (between its markers) and a JSON file."""
+    """The pacing table in docs/benchmarks-history.md (between its markers) and a JSON file."""
     (docs / "pacing-benchmark.json").write_text(json.dumps(results, indent=1) + "\n")
     rows = [
         "| mode | limits (K in flight, R per minute) | restarts/s | most in flight | "
@@ -276,7 +276,7 @@ def write(results: dict[str, Any], docs: Path) -> str:
             END,
         ]
     )
-    page = docs / "benchmarks.md"
+    page = docs / "benchmarks-history.md"
     text = page.read_text()
     if BEGIN in text:
         text = text[: text.index(BEGIN)] + table + text[text.index(END) + len(END) :]

@@ -13,11 +13,14 @@
 # $RESTARTER_CACHE/wheels/; the build itself reaches no network.
 #   hack/build-plugin.sh [OUT]    (OUT: default dist/plugin)
 #   hack/build-plugin.sh --fetch  only download the wheels (hack/setup.sh does)
+#   hack/build-plugin.sh --fetched  exit 0 when they are downloaded already, else 1
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 FETCH_ONLY=false
+FETCHED_ONLY=false
 [[ "${1:-}" == --fetch ]] && { FETCH_ONLY=true; shift; }
+[[ "${1:-}" == --fetched ]] && { FETCHED_ONLY=true; shift; }
 PYTHON="$ROOT/.venv/bin/python"
 [[ -x "$PYTHON" && -x "$ROOT/.venv/bin/shiv" ]] || {
   echo "build-plugin: .venv with shiv is missing; hack/setup.sh installs it" >&2
@@ -42,6 +45,7 @@ pip=("$PYTHON" -m pip --disable-pip-version-check --quiet)
 # The locked runtime's wheels for this Python and platform, each checked against its hash.
 WHEELS="${RESTARTER_CACHE:-$HOME/.cache/restarter}/wheels/py$PY_VERSION-$OS-$(uname -m)"
 fetched="$WHEELS/.fetched-$(sha256sum requirements/runtime.txt | cut -c1-16)"
+if $FETCHED_ONLY; then [[ -f "$fetched" ]]; exit; fi
 if [[ ! -f "$fetched" ]]; then
   echo "build-plugin: downloading the locked runtime's wheels into $WHEELS"
   mkdir -p "$WHEELS"

@@ -15,6 +15,23 @@ export RESTARTER_CLUSTER_DIR="$DIR/cluster"
 BIN="$(.venv/bin/python -c 'from restarter_cluster.binaries import cache_dir; print(cache_dir())')"
 kubectl() { "$BIN/kubectl" --kubeconfig "$RESTARTER_CLUSTER_DIR/kubeconfig" "$@"; }
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# Every claim the demo prints is checked: a claim the cluster does not bear out stops the demo
+# with what it found, instead of printing the claim beside evidence of the opposite.
+fail() { printf '\ndemo: FAILED: %s\n' "$*" >&2; exit 1; }
+# wait_until SECONDS WHAT COMMAND...: run COMMAND every half second until it succeeds.
+wait_until() {
+  local seconds="$1" what="$2"; shift 2
+  local deadline=$((SECONDS + seconds))
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || fail "after ${seconds} s, still not: $what"
+    sleep 0.5
+  done
+}
+has_checksum() { kubectl -n demo get "$1" -o jsonpath='{.metadata.annotations.restarter\.io/checksum}' | grep -q sha256; }
+replica_sets() { kubectl -n demo get replicasets -l "app=$1" -o name | wc -l; }
+at_least_replica_sets() { [[ "$(replica_sets "$1")" -ge "$2" ]]; }
+plan_lists() { KUBECONFIG="$RESTARTER_CLUSTER_DIR/kubeconfig" .venv/bin/restarter plan -n demo | grep -q "$1"; }
+proof() { .venv/bin/python hack/demo_proof.py "$@"; }
 cleanup() {
   .venv/bin/restarter-cluster down >/dev/null || true
   rm -rf "$DIR"
@@ -57,10 +74,12 @@ spec:
       volumes: [{name: secrets, secret: {secretName: db-credentials}}]
 YAML
 kubectl -n demo rollout status deployment/shop --timeout=120s
-shop_pod() { kubectl -n demo get pods -l app=shop --field-selector=status.phase=Running -o jsonpath='{.items[0].metadata.name}'; }
-FIRST_POD="$(shop_pod)"
-echo "what $FIRST_POD printed (read from the node's pod log directory):"
-.venv/bin/restarter-cluster logs demo "$FIRST_POD" shop
+# The pod of the Deployment's current ReplicaSet (its pod-template-hash), and its output
+# read from the node's pod log directory.
+BEFORE_HASH="$(proof template-hash demo shop)"
+echo "what the pod of ReplicaSet $BEFORE_HASH printed:"
+proof new-pod demo shop shop --prints "DB_PASSWORD=first, /secrets/password=first" \
+  || fail "the app's first pod does not print the Secret's first value"
 
 say "a private OCI registry on loopback (htpasswd); hack/release.sh pushes the image and the chart to it"
 eval "$(.venv/bin/restarter-cluster registry --publish)"
@@ -79,50 +98,44 @@ kubectl -n restarter create secret generic regcred --type=kubernetes.io/dockerco
   >/dev/null
 kubectl -n restarter rollout status deployment/restarter --timeout=120s
 kubectl -n restarter get pods -o wide
-kubectl -n restarter get events --field-selector reason=Pulled -o custom-columns=REASON:.reason,MESSAGE:.message
-for _ in $(seq 60); do
-  kubectl -n demo get secret db-credentials -o jsonpath='{.metadata.annotations.restarter\.io/checksum}' | grep -q sha256 && break
-  sleep 0.5
-done
+pulled="$(kubectl -n restarter get events --field-selector reason=Pulled -o custom-columns=REASON:.reason,MESSAGE:.message)"
+echo "$pulled"
+grep -qF "$IMAGE" <<<"$pulled" || fail "no Pulled Event names $IMAGE: the kubelet did not pull the image from the registry"
+wait_until 30 "restarter recorded a checksum on Secret db-credentials" has_checksum secret/db-credentials
 echo "baseline checksum recorded on the Secret; nothing restarted:"
 kubectl -n demo get replicasets
+[[ "$(replica_sets shop)" -eq 1 ]] || fail "first sight of the Secret restarted the app"
 
 say "the Secret's data changes at $(date -u +%T) (as a certificate rotation would): the restart waits for $WINDOW"
 kubectl -n demo patch secret db-credentials -p '{"stringData":{"password":"second"}}'
-for _ in $(seq 60); do
-  KUBECONFIG="$RESTARTER_CLUSTER_DIR/kubeconfig" .venv/bin/restarter plan -n demo | grep -q shop && break
-  sleep 0.5
-done
+wait_until 30 "restarter plan lists Deployment/shop as pending" plan_lists Deployment/shop
 KUBECONFIG="$RESTARTER_CLUSTER_DIR/kubeconfig" .venv/bin/restarter plan -n demo
-for _ in $(seq 240); do
-  [[ "$(kubectl -n demo get replicasets -o name | wc -l)" -ge 2 ]] && break
-  sleep 1
-done
+[[ "$(replica_sets shop)" -eq 1 ]] || fail "the app restarted before its window $WINDOW"
+wait_until 240 "a second ReplicaSet of the app (the restart in the window $WINDOW)" at_least_replica_sets shop 2
 echo "restarted at $(date -u +%T)"
 kubectl -n demo rollout status deployment/shop --timeout=120s
 
 say "result: a new ReplicaSet from the scheduled restart, and the new pod reads the new value"
 kubectl -n demo get replicasets
 kubectl -n demo get deployment shop -o jsonpath='restartedAt: {.spec.template.metadata.annotations.kubectl\.kubernetes\.io/restartedAt}{"\n"}restart-ts:  {.metadata.annotations.restarter\.io/restart-ts}{"\n"}'
-NEW_POD="$(shop_pod)"
-echo "what $NEW_POD printed:"
-.venv/bin/restarter-cluster logs demo "$NEW_POD" shop
+# The old pod may still be running (terminating) beside the new one: the proof reads the pod
+# of the new ReplicaSet, and fails if it printed the old value.
+echo "what the pod of the new ReplicaSet printed:"
+proof new-pod demo shop shop --before "$BEFORE_HASH" \
+  --prints "DB_PASSWORD=second, /secrets/password=second" --not-prints first \
+  || fail "the restarted app does not read the Secret's new value"
 say "a ConfigMap whose window is a weekday cron six hours from now: the change waits"
 LATER="$(date -u -d '+6 hours' '+%-M %-H')"
 kubectl -n demo create configmap shop-flags --from-literal=checkout=v1
 kubectl -n demo annotate configmap shop-flags "restarter.io/cron=$LATER * * 1-5" restarter.io/timezone=UTC
 kubectl -n demo label configmap shop-flags restart-at=cron
 kubectl -n demo annotate deployment shop restarter.io/configmaps=shop-flags
-for _ in $(seq 60); do
-  kubectl -n demo get configmap shop-flags -o jsonpath='{.metadata.annotations.restarter\.io/checksum}' | grep -q sha256 && break
-  sleep 0.5
-done
+wait_until 30 "restarter recorded a checksum on ConfigMap shop-flags" has_checksum configmap/shop-flags
+SHOP_SETS="$(replica_sets shop)"
 kubectl -n demo patch configmap shop-flags -p '{"data":{"checkout":"v2"}}'
-for _ in $(seq 60); do
-  KUBECONFIG="$RESTARTER_CLUSTER_DIR/kubeconfig" .venv/bin/restarter plan -n demo | grep -q shop-flags && break
-  sleep 0.5
-done
+wait_until 30 "restarter plan lists ConfigMap/shop-flags as pending" plan_lists ConfigMap/shop-flags
 KUBECONFIG="$RESTARTER_CLUSTER_DIR/kubeconfig" .venv/bin/restarter plan -n demo
+[[ "$(replica_sets shop)" -eq "$SHOP_SETS" ]] || fail "the cron window's change restarted the app at once"
 
 say "cert-manager: a CA-issued certificate, renewed as cmctl renew does, restarts what mounts it"
 .venv/bin/restarter-cluster cert-manager
@@ -172,26 +185,24 @@ spec:
     annotations: {restarter.io/timezone: UTC}
 YAML
 kubectl -n demo wait --for=condition=Ready certificate/api-tls --timeout=60s
-for _ in $(seq 60); do
-  kubectl -n demo get secret api-tls -o jsonpath='{.metadata.annotations.restarter\.io/checksum}' | grep -q sha256 && break
-  sleep 0.5
-done
+wait_until 30 "restarter recorded a checksum on Secret api-tls" has_checksum secret/api-tls
 echo "first issuance is the baseline; nothing restarted:"
 kubectl -n demo get replicasets -l app=api
+[[ "$(replica_sets api)" -eq 1 ]] || fail "the certificate's first issuance restarted Deployment api"
 NOW="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 kubectl -n demo patch certificate api-tls --subresource=status --type=json -p "[{\"op\":\"add\",\"path\":\"/status/conditions/-\",
   \"value\":{\"type\":\"Issuing\",\"status\":\"True\",\"reason\":\"ManuallyTriggered\",\"message\":\"demo renewal\",\"lastTransitionTime\":\"$NOW\"}}]"
-for _ in $(seq 120); do
-  [[ "$(kubectl -n demo get replicasets -l app=api -o name | wc -l)" -ge 2 ]] && break
-  sleep 0.5
-done
+wait_until 60 "a second ReplicaSet of Deployment api after the renewal" at_least_replica_sets api 2
 kubectl -n demo rollout status deployment/api --timeout=90s
 kubectl -n demo get certificaterequests
 kubectl -n demo get replicasets -l app=api
 
 say "events"
-kubectl -n demo get events --sort-by=.lastTimestamp -o custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message \
-  | grep -E "OBJECT|ChangeDetected|RestartScheduled|Restarted"
+events="$(kubectl -n demo get events --sort-by=.lastTimestamp -o custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message)"
+grep -E "OBJECT|ChangeDetected|RestartScheduled|Restarted" <<<"$events"
+for object in shop api; do
+  grep -qE "^$object +Restarted " <<<"$events" || fail "no Restarted Event on Deployment $object"
+done
 say "operator log (its pod on the real node)"
 OPERATOR_POD="$(kubectl -n restarter get pods -l app.kubernetes.io/name=restarter -o jsonpath='{.items[0].metadata.name}')"
 .venv/bin/restarter-cluster logs restarter "$OPERATOR_POD" restarter | grep -E "restarter|kopf.objects" | grep -v "succeeded" || true

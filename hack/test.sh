@@ -9,8 +9,8 @@ cd "$ROOT"
 echo "== lock"
 "$ROOT/hack/lock.sh" --check
 echo "== ruff"
-.venv/bin/ruff check src dev tests bench
-.venv/bin/ruff format --check src dev tests bench
+.venv/bin/ruff check src dev tests bench hack
+.venv/bin/ruff format --check src dev tests bench hack
 echo "== mypy"
 .venv/bin/mypy
 echo "== import-linter (the layers in docs/design.md)"
