@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from restarter.services.options import OPTIONS, Option
+from restarter.services.option_reading import Option
+from restarter.services.options import OPTIONS
 from restarter.services.settings import Settings, build
 from tests.chart_monitoring import CHART, render
 

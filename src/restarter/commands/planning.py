@@ -127,23 +127,36 @@ def _notes(
     return tuple(notes)
 
 
-def workload_rows(
-    plural: str,
-    workload: Mapping[str, Any],
-    now: dt.datetime,
-    defaults: Settings,
-    hold: Hold | None = None,
-) -> list[PlanRow]:
-    """The rows of one workload; none when it carries no pending mark. ``hold``: what holds
-    its restarts now, if anything."""
+@dataclass(frozen=True)
+class _Workload:
+    """What every row of one workload shares: when it restarts, and why not now."""
+
+    namespace: str
+    annotations: Mapping[str, str]
+    done: frozenset[str]
+    """The tokens of the marks for changes it already restarted for."""
+
+    restarted_by: str | None
+    """The source whose window comes first (one rollout satisfies every mark)."""
+
+    restart_at: dt.datetime | None
+    early: certificates.Deadline | None
+    """The certificate deadline that moves the restart before that window, if any."""
+
+    quiet: dt.datetime | None
+    opted_out: bool
+    paused: bool
+    hold: Hold | None
+
+
+def _workload(
+    workload: Mapping[str, Any], reads: list[_ReadMark], now: dt.datetime, hold: Hold | None
+) -> _Workload:
     metadata = workload.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
-    if not stamps.has_pending(annotations):
-        return []
-    reads = [_read(mark, defaults) for mark in stamps.pending_marks(annotations)]
     last = restart_decisions.last_restart(annotations, now)
     recorded = stamps.restarted_for(annotations)
-    done = {read.mark.token for read in reads if stamps.satisfied(read.mark, recorded)}
+    done = frozenset(read.mark.token for read in reads if stamps.satisfied(read.mark, recorded))
     restarts = {
         read.source: next_restart(read.request.window(), now, last)
         for read in reads
@@ -158,78 +171,104 @@ def workload_rows(
         restart_at = early.at
     else:
         early = None
-    opted_out = stamps.opted_out(annotations)
-    paused = bool((workload.get("spec") or {}).get("paused"))
-    quiet = restart_decisions.quiet_until([read.mark for read in reads])
-    quieting = early is None and quiet is not None and quiet > now
+    return _Workload(
+        namespace=metadata.get("namespace", ""),
+        annotations=annotations,
+        done=done,
+        restarted_by=restarted_by,
+        restart_at=restart_at,
+        early=early,
+        quiet=restart_decisions.quiet_until([read.mark for read in reads]),
+        opted_out=stamps.opted_out(annotations),
+        paused=bool((workload.get("spec") or {}).get("paused")),
+        hold=hold,
+    )
 
+
+def _state(read: _ReadMark, of: _Workload, now: dt.datetime) -> tuple[str, list[str]]:
+    """One row's state, and the notes that say why (beyond those of its mark)."""
+    hold, restart_at = of.hold, of.restart_at
+    if of.opted_out:
+        return OPTED_OUT, [f"{keys.IGNORE} is true: the marks are dropped, nothing restarts"]
+    if read.mark.token in of.done:
+        return DONE, ["already restarted for this change: the mark is dropped"]
+    if read.request is None:
+        return INVALID, []
+    if of.paused:
+        return PAUSED, ["paused: a due restart waits until the Deployment is resumed"]
+    if hold is not None and hold.where == holds.BREAKER:
+        if not hold.halted:
+            return NEXT_WAVE, [hold.describe()]
+        kind, _, name = hold.name.partition("/")
+        resume = f"restarter resume -n {of.namespace} {kind.lower()}/{name}"
+        return HALTED, [hold.describe(), f"fix the data, or resume: {resume}"]
+    if hold is not None:
+        return HELD, [f"{hold.describe()}; it restarts in a window open once it is removed"]
+    if restart_at is None or restart_at > now:
+        return WAITING, []
+    if of.early is None and of.quiet is not None and of.quiet > now:
+        return QUIETING, [
+            f"restarts once its sources have been quiet, at {of.quiet:%H:%M:%S} UTC, if a "
+            "window is open then"
+        ]
+    return DUE, []
+
+
+def workload_rows(
+    plural: str,
+    workload: Mapping[str, Any],
+    now: dt.datetime,
+    defaults: Settings,
+    hold: Hold | None = None,
+) -> list[PlanRow]:
+    """The rows of one workload; none when it carries no pending mark. ``hold``: what holds
+    its restarts now, if anything."""
+    metadata = workload.get("metadata") or {}
+    if not stamps.has_pending(metadata.get("annotations")):
+        return []
+    reads = [_read(mark, defaults) for mark in stamps.pending_marks(metadata["annotations"])]
+    of = _workload(workload, reads, now, hold)
     rows = []
     for read in reads:
-        notes = list(_notes(read, annotations, None if opted_out else restarted_by))
-        if early is not None and not opted_out and read.mark.token not in done:
-            notes.append(early.describe(now))
+        notes = list(_notes(read, of.annotations, None if of.opted_out else of.restarted_by))
+        pending = not of.opted_out and read.mark.token not in of.done
+        if of.early is not None and pending:
+            notes.append(of.early.describe(now))
         wave = waves.wave_of_mark(read.mark.window)
-        if wave is not None and read.mark.token not in done:
+        if wave is not None and read.mark.token not in of.done:
             notes.append(
                 "first wave of its change" if wave == waves.FIRST else "after its first wave"
             )
-        if opted_out:
-            state = OPTED_OUT
-            notes.append(f"{keys.IGNORE} is true: the marks are dropped, nothing restarts")
-        elif read.mark.token in done:
-            state = DONE
-            notes.append("already restarted for this change: the mark is dropped")
-        elif read.request is None:
-            state = INVALID
-        elif paused:
-            state = PAUSED
-            notes.append("paused: a due restart waits until the Deployment is resumed")
-        elif hold is not None and hold.where == holds.BREAKER:
-            state = HALTED if hold.halted else NEXT_WAVE
-            notes.append(hold.describe())
-            if hold.halted:
-                kind, _, name = hold.name.partition("/")
-                namespace = metadata.get("namespace", "")
-                notes.append(
-                    f"fix the data, or resume: restarter resume -n {namespace} "
-                    f"{kind.lower()}/{name}"
-                )
-        elif hold is not None:
-            state = HELD
-            notes.append(f"{hold.describe()}; it restarts in a window open once it is removed")
-        elif restart_at is not None and restart_at <= now and quieting:
-            assert quiet is not None
-            state = QUIETING
-            notes.append(
-                f"restarts once its sources have been quiet, at {quiet:%H:%M:%S} UTC, if a "
-                "window is open then"
-            )
-        elif restart_at is not None and restart_at <= now:
-            state = DUE
-        else:
-            state = WAITING
-        rows.append(
-            PlanRow(
-                namespace=metadata.get("namespace", ""),
-                kind=WORKLOAD_KINDS[plural],
-                name=metadata.get("name", ""),
-                source=read.source,
-                mark=read.mark.token,
-                changed_at=None
-                if read.mark.since is None
-                else dt.datetime.fromtimestamp(read.mark.since, dt.UTC),
-                changed_keys=None if read.named_keys is None else read.named_keys[0],
-                window=None if read.request is None else read.request.describe(),
-                window_from=None if read.request is None else read.request.origin,
-                timezone=None if read.request is None else read.request.timezone,
-                next_restart=None
-                if opted_out or read.request is None or state == DONE
-                else restart_at,
-                state=state,
-                notes=tuple(notes),
-            )
-        )
+        state, why = _state(read, of, now)
+        rows.append(_row(plural, metadata, read, of, state, (*notes, *why)))
     return rows
+
+
+def _row(
+    plural: str,
+    metadata: Mapping[str, Any],
+    read: _ReadMark,
+    of: _Workload,
+    state: str,
+    notes: tuple[str, ...],
+) -> PlanRow:
+    request = read.request
+    since = read.mark.since
+    return PlanRow(
+        namespace=of.namespace,
+        kind=WORKLOAD_KINDS[plural],
+        name=metadata.get("name", ""),
+        source=read.source,
+        mark=read.mark.token,
+        changed_at=None if since is None else dt.datetime.fromtimestamp(since, dt.UTC),
+        changed_keys=None if read.named_keys is None else read.named_keys[0],
+        window=None if request is None else request.describe(),
+        window_from=None if request is None else request.origin,
+        timezone=None if request is None else request.timezone,
+        next_restart=None if of.opted_out or request is None or state == DONE else of.restart_at,
+        state=state,
+        notes=notes,
+    )
 
 
 def plan(

@@ -111,6 +111,40 @@ def decide_restart(
         return RestartDecision(
             Action.SATISFIED, patch=clear_patch(annotations, metadata, kind), sources=sources
         )
+    requested, problems = _windows_of(marks, defaults)
+    if not requested:
+        return RestartDecision(Action.INVALID, sources=sources, problems=problems)
+    next_start = earliest([window for _, window in requested], now).next_start(now)
+    timing = _timing(requested, marks, annotations, now)
+    if timing.due is None:
+        return RestartDecision(
+            Action.WAIT,
+            next_start=next_start,
+            sources=sources,
+            problems=problems,
+            next_due=timing.next_due,
+            quiet_until=timing.quiet_until,
+        )
+    if (workload.get("spec") or {}).get("paused"):
+        return RestartDecision(
+            Action.PAUSED, next_start=next_start, sources=sources, problems=problems
+        )
+    return RestartDecision(
+        Action.RESTART,
+        patch=restart_patch(annotations, metadata, now, _restarted_at_of(workload, kind), kind),
+        next_start=next_start,
+        sources=sources,
+        problems=problems,
+        due=timing.due,
+        closes=timing.closes,
+        deadline=timing.deadline,
+    )
+
+
+def _windows_of(
+    marks: list[Mark], defaults: WindowDefaults
+) -> tuple[list[tuple[Mark, Window]], tuple[str, ...]]:
+    """The window each mark asks for, and what is wrong with those that cannot be read."""
     requested: list[tuple[Mark, Window]] = []
     problems: list[str] = []
     for mark in marks:
@@ -118,53 +152,46 @@ def decide_restart(
             requested.append((mark, mark_window(mark, defaults).window()))
         except ScheduleError as error:
             problems.append(f"{mark.token}: {error}")
-    if not requested:
-        return RestartDecision(Action.INVALID, sources=sources, problems=tuple(problems))
-    next_start = earliest([window for _, window in requested], now).next_start(now)
+    return requested, tuple(problems)
+
+
+@dataclass(frozen=True)
+class _Timing:
+    """When a workload with readable marks restarts: ``due`` when it is due now."""
+
+    due: dt.datetime | None = None
+    closes: dt.datetime | None = None
+    deadline: certificates.Deadline | None = None
+    next_due: dt.datetime | None = None
+    quiet_until: dt.datetime | None = None
+
+
+def _timing(
+    requested: list[tuple[Mark, Window]],
+    marks: list[Mark],
+    annotations: Mapping[str, str],
+    now: dt.datetime,
+) -> _Timing:
+    """In order: a window open now (once its sources are quiet), a certificate deadline
+    passed (it wins over the quiet time, and is never later than a window), or the
+    earliest instant one of them can restart it."""
     last = last_restart(annotations, now)
     open_now = [(mark, window) for mark, window in requested if is_due(window, now, last)]
     # A certificate deadline moves a restart before its window, never after it.
     early = certificates.earliest_deadline(annotations)
-    quiet_ends = quiet_until(marks)
     forced = early is not None and early.at <= now
+    quiet_ends = quiet_until(marks)
     if open_now and quiet_ends is not None and now < quiet_ends and not forced:
         # A change that arrives within the quiet time joins the same restart.
-        return RestartDecision(
-            Action.WAIT,
-            next_start=next_start,
-            sources=sources,
-            problems=tuple(problems),
-            next_due=quiet_ends if early is None else min(quiet_ends, early.at),
-            quiet_until=quiet_ends,
-        )
+        next_due = quiet_ends if early is None else min(quiet_ends, early.at)
+        return _Timing(next_due=next_due, quiet_until=quiet_ends)
     if open_now:
         due, closes = _due_and_closes(open_now, now)
-        early = None
-    elif early is not None and early.at <= now:
-        due, closes = early.at, None  # it never closes: pacing may hold it, not a window
-    else:
-        next_due = min(next_restart(window, now, last) for _, window in requested)
-        return RestartDecision(
-            Action.WAIT,
-            next_start=next_start,
-            sources=sources,
-            problems=tuple(problems),
-            next_due=next_due if early is None else min(next_due, early.at),
-        )
-    if (workload.get("spec") or {}).get("paused"):
-        return RestartDecision(
-            Action.PAUSED, next_start=next_start, sources=sources, problems=tuple(problems)
-        )
-    return RestartDecision(
-        Action.RESTART,
-        patch=restart_patch(annotations, metadata, now, _restarted_at_of(workload, kind), kind),
-        next_start=next_start,
-        sources=sources,
-        problems=tuple(problems),
-        due=due,
-        closes=closes,
-        deadline=early,
-    )
+        return _Timing(due=due, closes=closes)
+    if early is not None and forced:
+        return _Timing(due=early.at, deadline=early)  # it never closes: pacing may hold it
+    next_due = min(next_restart(window, now, last) for _, window in requested)
+    return _Timing(next_due=next_due if early is None else min(next_due, early.at))
 
 
 def quiet_until(marks: list[Mark]) -> dt.datetime | None:

@@ -43,6 +43,24 @@ NAMESPACES_LOG = logging.getLogger("restarter.namespaces")
 STARTUP_SYNC_TIMEOUT = 300.0
 
 
+def blockers(settings: Settings, api: Api, groups: RolloutGroups) -> Blockers:
+    """What keeps a due restart back, asked in order: holds on it, its Namespace or the
+    operator; the gates; the circuit breaker of its changes' waves. A new gate is one more
+    entry here."""
+    return Blockers(
+        [
+            HoldBlocker(api, settings.hold),
+            *gate_blockers(api, settings.gates),
+            Breaker(
+                api,
+                settings.rollout_timeout.total_seconds(),
+                settings.halt_expiry or None,
+                groups=groups,
+            ),
+        ]
+    )
+
+
 class Components:
     """The parts of one operator run. ``register_kind(plural)`` registers the timer of a
     workload kind served after start-up (Rollouts, once their CRD is installed)."""
@@ -63,20 +81,7 @@ class Components:
         self.seen = SeenMarks()
         # Sources sharing a rollout group, seen by the source flow, judged by the breaker.
         self.groups = RolloutGroups()
-        # What keeps a due restart back, asked in order: holds on it, its Namespace or the
-        # operator; the gates; the circuit breaker of its changes' waves.
-        self.blockers = Blockers(
-            [
-                HoldBlocker(api, settings.hold),
-                *gate_blockers(api, settings.gates),
-                Breaker(
-                    api,
-                    settings.rollout_timeout.total_seconds(),
-                    settings.halt_expiry or None,
-                    groups=self.groups,
-                ),
-            ]
-        )
+        self.blockers = blockers(settings, api, self.groups)
         # Notifications of the Events the Event path posts (their URLs carry tokens).
         self.notifier = None
         if settings.notify_urls:
@@ -105,6 +110,10 @@ class Components:
             scoped=scoped,
         )
         self.sweeper = PacerSweeper(api, self.pacer)
+        self._source_checks(settings, api)
+
+    def _source_checks(self, settings: Settings, api: Api) -> None:
+        """The checks of sources kopf does not watch, and the Namespaces followed by label."""
         self.checks = SourceChecks(self.unlabelled_context)
         self.entering_checks = SourceChecks(self.unlabelled_context, labelled=True)
         self.sources = SourceWatcher(
@@ -113,6 +122,7 @@ class Components:
         follower = ScopeFollower(
             api, self.scope, self.watcher, self.entering_checks.submit, self._release_in
         )
+        selector = settings.selector
         self.namespaces = NamespaceWatcher(api, selector, follower) if selector else None
 
     # -- contexts of the flows ------------------------------------------------------------

@@ -16,8 +16,8 @@ from restarter.model.namespaces import NamespaceSelector, parse_selector
 from restarter.model.schedule import ScheduleError
 from restarter.model.waves import ONE, FirstWave
 from restarter.model.windows import from_workload
+from restarter.services.option_reading import SettingsError as SettingsError
 from restarter.services.options import GATES, OPTIONS
-from restarter.services.options import SettingsError as SettingsError
 
 
 @dataclass(frozen=True)
