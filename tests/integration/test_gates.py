@@ -140,3 +140,9 @@ def test_failing_open_restarts_when_alertmanager_cannot_be_read(
     restarted(apps, namespace, "the restart")
     assert not events(core, namespace, "web", "RestartHeld")
     assert "the alerts gate could not be read" in running.log()
+    # Failing open is said on the workload it let through, as a Warning.
+    (opened,) = wait_for(
+        lambda: events(core, namespace, "web", "GateFailedOpen"), 30, message="GateFailedOpen"
+    )
+    assert opened.type == "Warning"
+    assert "Alertmanager could not be read" in opened.message

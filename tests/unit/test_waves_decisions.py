@@ -315,3 +315,13 @@ def test_a_source_of_a_rollout_group_keeps_its_waves_with_one_dependent() -> Non
         grouped=True,
     )
     assert plan.first == (("deployments", "a"),)
+
+
+def test_a_halted_change_is_notified_as_a_warning() -> None:
+    from restarter.model import notices
+
+    source = {"kind": "Secret", "metadata": {"namespace": "shop", "name": "db"}}
+    notice = notices.notice_of(source, "Warning", "ChangeHalted", "change 812 halted: x")
+    assert notice is not None and notice.category == "halted"
+    title, _, warns = notices.render("shop", [notice])
+    assert (title, warns) == ("restarter in shop: 1 halted", True)
