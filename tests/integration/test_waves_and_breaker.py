@@ -252,7 +252,8 @@ def test_a_rollout_group_has_one_first_wave_then_the_rest(
     _bundles(core, apps, namespace, never_ready=False)
     for index in range(GROUP):
         rollout_finished(cluster, namespace, f"app-{index:02}")
-    operator("--first-wave", "1", "--soak", "10s", "--quiet", "0")
+    # The group's sources change within the quiet time: one change.
+    operator("--first-wave", "1", "--soak", "10s", "--quiet", "5s")
     wait_for(
         lambda: all(
             (item.metadata.annotations or {}).get(keys.CHECKSUM)
@@ -277,7 +278,7 @@ def test_a_failure_in_a_rollout_groups_first_wave_halts_every_source_of_it(
     cluster: Cluster, core: Core, apps: Apps, namespace: str, operator: OperatorFactory
 ) -> None:
     _bundles(core, apps, namespace, never_ready=True)
-    operator("--first-wave", "1", "--soak", "3s", "--quiet", "0")
+    operator("--first-wave", "1", "--soak", "3s", "--quiet", "5s")
     wait_for(
         lambda: all(
             (item.metadata.annotations or {}).get(keys.CHECKSUM)

@@ -173,9 +173,11 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     if options.at is not None and options.output == "table":
         print(f"as of {options.at:%Y-%m-%d %H:%M:%S} UTC (holds as of now)")
     print(render(rows, namespace, options.output))
-    if options.output == "table" and rows:
-        # What a restart asks before it starts, in the operator's order, as of now.
+    states = hold_of.states(namespace or "") if options.output == "table" and rows else []
+    if options.gates.enabled or any(state != "clear" for _, state in states):
+        # What a restart asks before it starts, in the operator's order, as of now: shown
+        # when gates are configured or one of them holds.
         print("\nblockers, in order (as of now):")
-        for name, state in hold_of.states(namespace or ""):
+        for name, state in states:
             print(f"  {name:<8} {state}")
     return 0
