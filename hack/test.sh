@@ -15,6 +15,8 @@ echo "== mypy"
 .venv/bin/mypy
 echo "== import-linter (the layers in docs/design.md)"
 .venv/bin/lint-imports
+echo "== unit sizes (functions at most 60 lines, modules at most 400, in src/)"
+.venv/bin/python hack/unit_sizes.py
 echo "== pytest"
 # Each worker runs whole files against a control plane (and a real node) of its own: most of
 # the suite's time is waiting on wall-clock windows and probes, not CPU.

@@ -16,7 +16,8 @@ from restarter.operator.handlers import build_registry
 from restarter.operator.late_kinds import kopf_insights
 from restarter.services import leadership, metrics, notifications
 from restarter.services import settings as settings_module
-from restarter.services.kube import CONNECT_TIMEOUT, Api, load_client
+from restarter.services.kube.api import Api
+from restarter.services.kube.connecting import CONNECT_TIMEOUT, load_client
 from restarter.services.settings import Settings, SettingsError
 
 #: The subcommands (the first word only), as ``restarter --help`` lists them.

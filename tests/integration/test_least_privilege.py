@@ -37,7 +37,10 @@ from restarter.model import (
 )
 from restarter.model.finalizers import release_patch
 from restarter.services import settings as settings_module
-from restarter.services.kube import APPS_STEMS, MERGE_PATCH, Api, Conflict
+from restarter.services.kube.api import Api
+from restarter.services.kube.endpoints import APPS_STEMS
+from restarter.services.kube.errors import Conflict
+from restarter.services.kube.patching import MERGE_PATCH
 from restarter_cluster import binaries
 from restarter_cluster.cluster import Cluster
 from tests.chart_identity import (

@@ -29,7 +29,8 @@ from restarter.restarting.checking import SourceChecks
 from restarter.restarting.source_context import SourceContext, SourceTurns
 from restarter.services import events
 from restarter.services import settings as settings_module
-from restarter.services.kube import Api, client_for
+from restarter.services.kube.api import Api
+from restarter.services.kube.connecting import client_for
 from restarter_cluster.cluster import Cluster
 from tests.chart_identity import ChartIdentities
 from tests.conftest import wait_for

@@ -43,7 +43,8 @@ from restarter.model.windows import WindowRequest
 from restarter.restarting.pacing import Pacer
 from restarter.restarting.ticking import restart_when_due
 from restarter.restarting.timer_state import timer_wanted
-from restarter.services.kube import Api, Conflict
+from restarter.services.kube.api import Api
+from restarter.services.kube.errors import Conflict
 from restarter.services.settings import Settings
 from tests.conftest import wait_for
 from tests.faults.test_sigkill_fan_out import replica_sets_per_owner

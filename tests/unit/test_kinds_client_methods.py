@@ -1,5 +1,5 @@
 """Each workload kind reaches the API through the client's methods for it: the built-in
-kinds through ``AppsV1Api``'s, named in ``services.kube``, a custom resource through
+kinds through ``AppsV1Api``'s, named in ``services.kube.endpoints``, a custom resource through
 ``CustomObjectsApi``'s; the kind registry itself names no client method."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import kubernetes
 import pytest
 
 from restarter.model.kinds import KINDS, WorkloadKind
-from restarter.services.kube import APPS_STEMS
+from restarter.services.kube.endpoints import APPS_STEMS
 
 
 def test_every_built_in_kind_and_only_those_has_apps_methods() -> None:

@@ -12,7 +12,7 @@ import pytest
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from restarter.services.kube import Concurrency, retrying
+from restarter.services.kube.requesting import Concurrency, retrying
 
 
 def test_each_429_halves_the_limit_down_to_one() -> None:
@@ -69,7 +69,7 @@ def test_a_request_without_an_answer_is_tried_again_and_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     timeout = urllib3.exceptions.ReadTimeoutError(None, "/api", "Read timed out.")  # type: ignore[arg-type]
-    with caplog.at_level(logging.DEBUG, logger="restarter.services.kube"):
+    with caplog.at_level(logging.DEBUG, logger="restarter.services.kube.requesting"):
         assert retrying(_failing_once(timeout), "patch") == "answered"
     [record] = caplog.records
     assert record.levelno == logging.WARNING
@@ -80,7 +80,7 @@ def test_a_request_without_an_answer_is_tried_again_and_logged(
 def test_a_server_error_is_logged_and_throttling_only_counted(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="restarter.services.kube"):
+    with caplog.at_level(logging.INFO, logger="restarter.services.kube.requesting"):
         retrying(_failing_once(ApiException(status=503, reason="Service Unavailable")), "get")
         retrying(_failing_once(ApiException(status=429, reason="Too Many Requests")), "get")
     assert [record.getMessage() for record in caplog.records] == [

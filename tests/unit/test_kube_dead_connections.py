@@ -18,7 +18,8 @@ import kubernetes
 import pytest
 import urllib3
 
-from restarter.services import kube
+from restarter.services.kube import connecting, requesting
+from restarter.services.kube.api import Api
 from tests.integration.proxy import CuttableProxy
 
 
@@ -41,27 +42,27 @@ class _ConfigMaps(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def proxied() -> Iterator[tuple[CuttableProxy, kube.Api]]:
+def proxied() -> Iterator[tuple[CuttableProxy, Api]]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _ConfigMaps)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     proxy = CuttableProxy(server.server_address[1])
     configuration = kubernetes.client.Configuration(host=f"http://127.0.0.1:{proxy.port}")
-    yield proxy, kube.Api(kube.client_for(configuration))
+    yield proxy, Api(connecting.client_for(configuration))
     proxy.close()
     server.shutdown()
 
 
 def test_a_stalled_pool_costs_one_timeout_and_the_retry_opens_a_new_connection(
-    proxied: tuple[CuttableProxy, kube.Api],
+    proxied: tuple[CuttableProxy, Api],
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     proxy, api = proxied
-    monkeypatch.setattr(kube, "FIRST_TIMEOUT", (5.0, 1.0))  # the test's seconds
+    monkeypatch.setattr(requesting, "FIRST_TIMEOUT", (5.0, 1.0))  # the test's seconds
     _read_in_parallel(api, 4)
     assert proxy.accepted == 4  # four connections wait in the pool
     assert proxy.stall() == 4
-    with caplog.at_level(logging.WARNING, logger="restarter.services.kube"):
+    with caplog.at_level(logging.WARNING, logger="restarter.services.kube.requesting"):
         assert api.read_source("configmap", "x", "y") == {
             "kind": "ConfigMap",
             "metadata": {"name": "y"},
@@ -75,7 +76,7 @@ def test_a_stalled_pool_costs_one_timeout_and_the_retry_opens_a_new_connection(
     assert proxy.accepted == 4 + 1 + 3  # the retry's, then three more for the parallel four
 
 
-def _read_in_parallel(api: kube.Api, count: int) -> None:
+def _read_in_parallel(api: Api, count: int) -> None:
     readers = [
         threading.Thread(target=api.read_source, args=("configmap", "x", "y")) for _ in range(count)
     ]
@@ -86,22 +87,26 @@ def _read_in_parallel(api: kube.Api, count: int) -> None:
 
 
 def test_the_first_attempt_is_short_and_retries_wait_out_queueing() -> None:
-    timeouts: list[kube.Timeout] = []
+    timeouts: list[requesting.Timeout] = []
 
-    def call(timeout: kube.Timeout) -> str:
+    def call(timeout: requesting.Timeout) -> str:
         timeouts.append(timeout)
         if len(timeouts) < 3:
             raise urllib3.exceptions.ReadTimeoutError(None, "/api", "Read timed out.")  # type: ignore[arg-type]
         return "answered"
 
-    assert kube.retrying_timed(call, "patch") == "answered"
-    assert timeouts == [kube.FIRST_TIMEOUT, kube.REQUEST_TIMEOUT, kube.REQUEST_TIMEOUT]
+    assert requesting.retrying_timed(call, "patch") == "answered"
+    assert timeouts == [
+        requesting.FIRST_TIMEOUT,
+        requesting.REQUEST_TIMEOUT,
+        requesting.REQUEST_TIMEOUT,
+    ]
     # Under API Priority and Fairness a request may wait 15 s in a queue before a 429.
-    assert kube.FIRST_TIMEOUT[1] < 15 < kube.REQUEST_TIMEOUT[1]
+    assert requesting.FIRST_TIMEOUT[1] < 15 < requesting.REQUEST_TIMEOUT[1]
 
 
 def test_connections_carry_keepalive_and_the_user_timeout(
-    proxied: tuple[CuttableProxy, kube.Api],
+    proxied: tuple[CuttableProxy, Api],
 ) -> None:
     _, api = proxied
     api.read_source("configmap", "x", "y")
@@ -110,8 +115,12 @@ def test_connections_carry_keepalive_and_the_user_timeout(
     connection = manager.pools[key].pool.get(block=False)
     sock = connection.sock
     assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
-    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == kube.KEEPALIVE_IDLE
-    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL) == kube.KEEPALIVE_INTERVAL
-    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT) == kube.KEEPALIVE_PROBES
-    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == kube.USER_TIMEOUT_MS
+    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == connecting.KEEPALIVE_IDLE
+    assert (
+        sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL) == connecting.KEEPALIVE_INTERVAL
+    )
+    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT) == connecting.KEEPALIVE_PROBES
+    assert (
+        sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == connecting.USER_TIMEOUT_MS
+    )
     assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from restarter.services import kube
+from restarter.services.kube import connecting
 
 
 @pytest.fixture
@@ -36,22 +36,22 @@ def kubeconfig(tmp_path: Path) -> Path:
 
 
 def test_the_current_context_without_a_name(kubeconfig: Path) -> None:
-    client, namespace = kube.client_from_kubeconfig(str(kubeconfig))
+    client, namespace = connecting.client_from_kubeconfig(str(kubeconfig))
     assert (client.configuration.host, namespace) == ("https://127.0.0.1:9", "default")
 
 
 def test_a_context_by_name_brings_its_cluster_and_namespace(kubeconfig: Path) -> None:
-    client, namespace = kube.client_from_kubeconfig(str(kubeconfig), "staging")
+    client, namespace = connecting.client_from_kubeconfig(str(kubeconfig), "staging")
     assert (client.configuration.host, namespace) == ("https://127.0.0.1:7", "shop")
 
 
 def test_an_unknown_context_is_named_in_the_error(kubeconfig: Path) -> None:
-    with pytest.raises(kube.KubeconfigError, match="it has no context 'nowhere'"):
-        kube.client_from_kubeconfig(str(kubeconfig), "nowhere")
+    with pytest.raises(connecting.KubeconfigError, match="it has no context 'nowhere'"):
+        connecting.client_from_kubeconfig(str(kubeconfig), "nowhere")
 
 
 def test_load_client_uses_the_context_asked_for(kubeconfig: Path) -> None:
-    client = kube.load_client(str(kubeconfig), "staging")
+    client = connecting.load_client(str(kubeconfig), "staging")
     assert client.configuration.host == "https://127.0.0.1:7"
-    with pytest.raises(kube.KubeconfigError, match="nowhere"):
-        kube.load_client(str(kubeconfig), "nowhere")
+    with pytest.raises(connecting.KubeconfigError, match="nowhere"):
+        connecting.load_client(str(kubeconfig), "nowhere")

@@ -24,7 +24,13 @@ MODEL_LIBRARIES = {"pytz", "croniter", "msgspec", "cryptography"}
 BESIDE_THE_LAYERS = {"restarter", "restarter.__main__"}
 #: The only modules that may import each library; the contracts forbid it to every other.
 IMPORTERS = {
-    "kubernetes": {"restarter.services.kube", "restarter.services.leadership"},
+    "kubernetes": {
+        "restarter.services.kube.connecting",
+        "restarter.services.kube.endpoints",
+        "restarter.services.kube.requesting",
+        "restarter.services.kube.watching",
+        "restarter.services.leadership",
+    },
     "kopf": {"restarter.main", "restarter.operator", "restarter.services.events"},
 }
 

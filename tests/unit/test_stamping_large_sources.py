@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 from prometheus_client import REGISTRY
 
 from restarter.cluster.reference_map import ReferenceMap, references_of
@@ -32,6 +31,8 @@ from restarter.model.checksums import (
 )
 from restarter.restarting import fanning_out, source_context, stamping
 from restarter.services import events
+from restarter.services.kube import errors
+from restarter.services.kube.errors import ApiError
 from restarter.services.settings import Settings
 from tests.unit.test_stamping_changed_keys import RecordingApi
 
@@ -40,13 +41,12 @@ SALT = new_salt(b"\x07" * 16)
 #: 1 000 keys: their digests per key take about 35 KB, so they are kept per bucket.
 BIG = {f"key-{i:04}": "MQ==" for i in range(1000)}
 
-Refuse = Callable[[dict[str, Any]], ApiException | None]
+Refuse = Callable[[dict[str, Any]], ApiError | None]
 
 
-def refusal(status: int, message: str) -> ApiException:
-    error = ApiException(status=status, reason="Unprocessable Entity")
-    error.body = json.dumps({"kind": "Status", "message": message, "code": status})
-    return error
+def refusal(status: int, message: str) -> ApiError:
+    body = json.dumps({"kind": "Status", "message": message, "code": status})
+    return errors.from_answer(status, "Unprocessable Entity", body)
 
 
 class SourceApi(RecordingApi):
@@ -261,7 +261,7 @@ def test_the_room_counts_the_sources_own_annotations_not_restarters() -> None:
 # --- refusals: a Warning and a metric, no loop ----------------------------------------------
 
 
-def refuse_digests(patch: dict[str, Any]) -> ApiException | None:
+def refuse_digests(patch: dict[str, Any]) -> ApiError | None:
     if patch["metadata"]["annotations"].get(keys.KEY_DIGESTS):
         return refusal(422, 'Secret "big" is invalid: metadata.annotations: Too long')
     return None
@@ -327,14 +327,14 @@ def test_no_answer_is_no_refusal_the_check_fails_to_be_tried_again_and_records_t
     answers = iter(
         [
             refusal(403, f"denied: checksum {whole} not allowed"),
-            TimeoutError("read timed out"),
+            errors.no_answer(TimeoutError("read timed out")),
             refusal(403, "denied"),
             None,
         ]
     )
     api = SourceApi(lambda patch: next(answers))
     seen: dict[tuple[str, str, str], str] = {}
-    with pytest.raises(TimeoutError):
+    with pytest.raises(errors.NoAnswer):
         reconcile(source(BIG), api, seen=seen)
     assert "ChecksumNotRecorded" not in warnings(posted)
     assert seen == {}

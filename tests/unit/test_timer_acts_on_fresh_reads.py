@@ -22,7 +22,7 @@ from restarter.model.windows import WindowRequest
 from restarter.restarting import ticking, timer_state
 from restarter.restarting.pacing import Pacer
 from restarter.services import events as event_path
-from restarter.services.kube import Conflict
+from restarter.services.kube.errors import Conflict
 from restarter.services.settings import Settings
 
 HOUR = dt.timedelta(hours=1)

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from restarter.cluster import workload_watching as watching
+from restarter.cluster import list_watching
 from restarter.cluster.reference_map import ReferenceMap
-from restarter.cluster.workload_watching import Stream
+from restarter.cluster.workload_streams import Stream
+from restarter.services.kube.watching import WatchStream
 
 NAMESPACE = "shop"
 
@@ -67,14 +68,16 @@ class ScriptedApi:
             "metadata": {"resourceVersion": str(self.revision)},
         }
 
-    def watch(self, plural: str, namespace: Any, resource_version: str, timeout: int) -> Any:
+    def watch(
+        self, plural: str, namespace: Any, resource_version: str, timeout: int
+    ) -> WatchStream:
         self.calls.append(f"watch from {resource_version}")
         if not self.script:
             self.stopping.set()
-            return Response([], None)
+            return WatchStream(Response([], None))
         events, error, meanwhile = self.script.pop(0)
         meanwhile()
-        return Response(events, error)
+        return WatchStream(Response(events, error))
 
 
 class Quiet:
@@ -93,7 +96,7 @@ def run_stream(
 ) -> list[tuple[bool, list[tuple[str, str]]]]:
     """Run one stream to the end of the script; at each report of its sync state, whether
     it was in sync and what the map said of the users of the Secret ``db``."""
-    monkeypatch.setattr(watching, "RETRY_DELAY", 0.0)
+    monkeypatch.setattr(list_watching, "RETRY_DELAY", 0.0)
     seen: list[tuple[bool, list[tuple[str, str]]]] = []
 
     def on_sync() -> None:

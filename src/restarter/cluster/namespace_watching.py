@@ -13,9 +13,9 @@ import logging
 import threading
 from typing import Any, Protocol
 
-from restarter.cluster.workload_watching import PAGE_SIZE, WATCH_TIMEOUT, ListWatch
+from restarter.cluster.list_watching import PAGE_SIZE, WATCH_TIMEOUT, ListWatch
 from restarter.model.namespaces import NamespaceSelector
-from restarter.services.kube import Api
+from restarter.services.kube.watching import Watcher, WatchStream
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class NamespaceStream(ListWatch):
 
     def __init__(
         self,
-        api: Api,
+        api: Watcher,
         selector: NamespaceSelector,
         follower: Follower,
         stopping: threading.Event,
@@ -75,7 +75,7 @@ class NamespaceStream(ListWatch):
     def list_page(self, token: str | None) -> dict[str, Any]:
         return self.api.list_namespaces(token, PAGE_SIZE)
 
-    def open_watch(self, resource_version: str) -> Any:
+    def open_watch(self, resource_version: str) -> WatchStream:
         return self.api.watch_namespaces(resource_version, WATCH_TIMEOUT)
 
     def take(self, item: dict[str, Any], listing: dict[tuple[str, str], Any]) -> None:
@@ -118,7 +118,7 @@ class NamespaceStream(ListWatch):
 class NamespaceWatcher:
     """The namespace stream in a daemon thread."""
 
-    def __init__(self, api: Api, selector: NamespaceSelector, follower: Follower) -> None:
+    def __init__(self, api: Watcher, selector: NamespaceSelector, follower: Follower) -> None:
         self.stopping = threading.Event()
         self.stream = NamespaceStream(api, selector, follower, self.stopping)
 

@@ -18,11 +18,17 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from restarter.cluster.list_watching import (
+    PAGE_SIZE,
+    WATCH_TIMEOUT,
+    ListWatch,
+    describe,
+    run_in_thread,
+)
 from restarter.cluster.reference_map import ReferenceMap
-from restarter.cluster.workload_watching import PAGE_SIZE, WATCH_TIMEOUT, ListWatch
 from restarter.model import keys
 from restarter.model.references import SOURCE_KINDS
-from restarter.services.kube import Api
+from restarter.services.kube.watching import Watcher, WatchStream
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +84,7 @@ class SourceStream(ListWatch):
 
     def __init__(
         self,
-        api: Api,
+        api: Watcher,
         reference_map: ReferenceMap,
         kind: str,
         namespace: str | None,
@@ -94,7 +100,7 @@ class SourceStream(ListWatch):
     def list_page(self, token: str | None) -> dict[str, Any]:
         return self.api.list_source_metadata(self.kind, self.namespace, token, PAGE_SIZE)
 
-    def open_watch(self, resource_version: str) -> Any:
+    def open_watch(self, resource_version: str) -> WatchStream:
         return self.api.watch_source_metadata(
             self.kind, self.namespace, resource_version, WATCH_TIMEOUT
         )
@@ -131,7 +137,7 @@ class SourceWatcher:
     """Both source kinds in every watched namespace, each in a daemon thread."""
 
     def __init__(
-        self, api: Api, reference_map: ReferenceMap, namespaces: tuple[str, ...], check: Check
+        self, api: Watcher, reference_map: ReferenceMap, namespaces: tuple[str, ...], check: Check
     ) -> None:
         self.api, self.reference_map, self.check = api, reference_map, check
         self.stopping = threading.Event()
@@ -173,13 +179,11 @@ class SourceWatcher:
             try:
                 stream.list_all()
             except Exception as error:  # the watch's next listing catches up
-                log.warning(f"could not list {kind}s in {namespace} again: {error}")
+                log.warning(f"could not list {kind}s in {namespace} again: {describe(error)}")
 
     def start(self) -> SourceWatcher:
         for stream in self.streams:
-            threading.Thread(
-                target=stream.run, name=f"watch-{stream.resource}-{stream.scope}", daemon=True
-            ).start()
+            run_in_thread(stream)
         return self
 
     def stop(self) -> None:

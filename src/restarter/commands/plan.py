@@ -20,8 +20,11 @@ from restarter.commands.plan_at import parse_at
 from restarter.model.gates import GateSettings
 from restarter.model.kinds import KINDS, WORKLOAD_KINDS
 from restarter.model.schedule import ScheduleError
-from restarter.services import kube
-from restarter.services.kube import Api
+from restarter.services.kube import requesting
+from restarter.services.kube.api import Api
+from restarter.services.kube.connecting import KubeconfigError, client_from_kubeconfig
+from restarter.services.kube.errors import ApiError, NoAnswer
+from restarter.services.kube.reading import Reader
 from restarter.services.options import option
 from restarter.services.settings import Settings, SettingsError, gate_arguments, gates_of
 
@@ -109,14 +112,14 @@ def parse_options(argv: Sequence[str], env: Mapping[str, str]) -> PlanOptions:
 def _connect(kubeconfig: str | None, context: str | None) -> tuple[Api, str]:
     """An Api from the kubeconfig's context, and that context's namespace (or ``default``)."""
     try:
-        client, namespace = kube.client_from_kubeconfig(kubeconfig, context)
-    except kube.KubeconfigError as error:
+        client, namespace = client_from_kubeconfig(kubeconfig, context)
+    except KubeconfigError as error:
         where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
         raise PlanError(f"cannot load the kubeconfig {where}: {error}") from None
     return Api(client), namespace
 
 
-def list_pending(api: Api, namespace: str | None) -> list[tuple[str, dict[str, Any]]]:
+def list_pending(api: Reader, namespace: str | None) -> list[tuple[str, dict[str, Any]]]:
     """Every workload of the kinds restarter restarts, with its resource plural (Rollouts
     only where their CRD is installed)."""
     found = []
@@ -126,10 +129,10 @@ def list_pending(api: Api, namespace: str | None) -> list[tuple[str, dict[str, A
             if not KINDS[plural].built_in and not api.served(plural):
                 continue
             found += [(plural, item) for item in api.list_workloads(plural, namespace)]
-        except kube.ApiError as error:
-            raise PlanError(f"cannot list {plural} {where}: {kube.api_message(error)}") from None
-        except kube.Unreachable as error:
-            raise PlanError(f"cannot reach the API server: {error}") from None
+        except NoAnswer as error:
+            raise PlanError(f"cannot reach the API server: {error.describe()}") from None
+        except ApiError as error:
+            raise PlanError(f"cannot list {plural} {where}: {error.describe()}") from None
     return found
 
 
@@ -158,7 +161,7 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
         return 2
     # A request given up on is this command's one line of error; the retries before it
     # (the operator's log warns of each) would only bury it.
-    logging.getLogger(kube.__name__).setLevel(logging.ERROR)
+    logging.getLogger(requesting.__name__).setLevel(logging.ERROR)
     try:
         api, context_namespace = _connect(options.kubeconfig, options.context)
         namespace = None if options.all_namespaces else options.namespace or context_namespace

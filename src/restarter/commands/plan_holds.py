@@ -18,7 +18,9 @@ from restarter.model.gates import GateSettings
 from restarter.model.holds import Hold
 from restarter.restarting.blocking import Blocker, Blockers, gate_blockers
 from restarter.restarting.breaker import Breaker
-from restarter.services.kube import Api, short_failure
+from restarter.services.kube.api import Api
+from restarter.services.kube.errors import ApiError
+from restarter.services.kube.reading import Reader
 
 
 class PlanHolds:
@@ -29,7 +31,7 @@ class PlanHolds:
     fails_open = False
 
     def __init__(
-        self, api: Api, operator_hold: str, unreadable: Callable[[str, str], None]
+        self, api: Reader, operator_hold: str, unreadable: Callable[[str, str], None]
     ) -> None:
         self.api, self.operator_hold, self.unreadable = api, operator_hold, unreadable
         self._namespaces: dict[str, Mapping[str, str] | None] = {}
@@ -40,8 +42,8 @@ class PlanHolds:
                 found = self.api.read_namespace(namespace)
                 metadata = (found or {}).get("metadata") or {}
                 self._namespaces[namespace] = metadata.get("annotations") or {}
-            except Exception as error:
-                self.unreadable(namespace, short_failure(error))
+            except ApiError as error:
+                self.unreadable(namespace, error.brief)
                 self._namespaces[namespace] = None
         return self._namespaces[namespace]
 

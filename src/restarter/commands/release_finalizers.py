@@ -18,8 +18,9 @@ from restarter.commands.release_plan import (
     parse_options,
 )
 from restarter.restarting.finalizer_release import FinalizerReleaser, ReleaseFailed, failure
-from restarter.services import kube
-from restarter.services.kube import Api, ApiError
+from restarter.services.kube.api import Api
+from restarter.services.kube.connecting import KubeconfigError, load_client
+from restarter.services.kube.errors import ApiError
 
 POLL_SECONDS = 1.0
 
@@ -69,8 +70,8 @@ def main(argv: Sequence[str]) -> int:
         print(f"restarter {COMMAND}: {error}", file=sys.stderr)
         return 2
     try:
-        api = Api(kube.load_client(options.kubeconfig, options.context))
-    except kube.KubeconfigError as error:
+        api = Api(load_client(options.kubeconfig, options.context))
+    except KubeconfigError as error:
         print(f"restarter {COMMAND}: cannot load the kubeconfig: {error}", file=sys.stderr)
         return 1
     try:

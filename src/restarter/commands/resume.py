@@ -16,8 +16,9 @@ from collections.abc import Mapping, Sequence
 
 from restarter.model import keys, waves
 from restarter.model.waves import HALTED
-from restarter.services import kube
-from restarter.services.kube import Api
+from restarter.services.kube.api import Api
+from restarter.services.kube.connecting import KubeconfigError, client_from_kubeconfig
+from restarter.services.kube.errors import ApiError
 
 COMMAND = "resume"
 DESCRIPTION = "Let a halted change of a Secret or ConfigMap through to the rest of its dependents."
@@ -64,8 +65,8 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
             print(f"restarter resume: {wrong}", file=sys.stderr)
             return 2
     try:
-        client, context_namespace = kube.client_from_kubeconfig(args.kubeconfig, args.context)
-    except kube.KubeconfigError as error:
+        client, context_namespace = client_from_kubeconfig(args.kubeconfig, args.context)
+    except KubeconfigError as error:
         where = args.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
         print(f"restarter resume: cannot load the kubeconfig {where}: {error}", file=sys.stderr)
         return 1
@@ -86,9 +87,9 @@ def _resume_group(api: Api, group: str, namespace: str | None) -> int:
             for kind in ("secret", "configmap")
             for metadata in api.labelled_names(kind, namespace, label)
         ]
-    except (kube.ApiError, kube.Unreachable) as error:
+    except ApiError as error:
         print(
-            f"restarter resume: cannot list {label} {where}: {kube.short_failure(error)}",
+            f"restarter resume: cannot list {label} {where}: {error.describe()}",
             file=sys.stderr,
         )
         return 1
@@ -126,8 +127,8 @@ def _resume(api: Api, kind: str, namespace: str, name: str) -> int:
         api.patch_source(
             kind, namespace, name, {"metadata": {"annotations": {keys.RESUME: record.change}}}
         )
-    except (kube.ApiError, kube.Unreachable) as error:
-        print(f"restarter resume: {what}: {kube.short_failure(error)}", file=sys.stderr)
+    except ApiError as error:
+        print(f"restarter resume: {what}: {error.describe()}", file=sys.stderr)
         return 1
     print(
         f"{what}: change {record.change} resumed (halted because {record.why}); its other "

@@ -28,7 +28,7 @@ from restarter.restarting.scoping import ScopeFollower
 from restarter.restarting.source_context import SourceContext, SourceTurns
 from restarter.restarting.timer_state import TimerContext
 from restarter.services import events
-from restarter.services.kube import Api
+from restarter.services.kube.api import Api
 from restarter.services.notifications import Notifier
 from restarter.services.settings import Settings
 

@@ -15,7 +15,7 @@ from restarter.operator.components import Components
 from restarter.restarting.stamping import check_source
 from restarter.restarting.ticking import restart_when_due
 from restarter.restarting.timer_state import timer_wanted
-from restarter.services.kube import Api
+from restarter.services.kube.api import Api
 from restarter.services.settings import Settings
 
 #: Source kind → the kopf resource plural watched for it.

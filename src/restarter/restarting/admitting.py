@@ -26,7 +26,8 @@ from restarter.model import timer_admission
 from restarter.model.kinds import KINDS, WORKLOAD_KINDS
 from restarter.model.references import WorkloadKey
 from restarter.services import metrics
-from restarter.services.kube import Api, Conflict
+from restarter.services.kube.errors import ApiError, Conflict
+from restarter.services.kube.patching import Patcher
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 ADMIT_PERIOD = 1.0
 #: Seconds before a workload whose label could not be set is tried again.
 ADMIT_RETRY = 5.0
-#: Label requests in flight at once (below kube.POOL_SIZE connections), as for stamps.
+#: Label requests in flight at once (below connecting.POOL_SIZE connections), as for stamps.
 ADMIT_CONCURRENCY = 16
 #: Seconds stopping waits for a label request in flight.
 STOP_TIMEOUT = 15.0
@@ -131,7 +132,7 @@ class Admitter:
     opened, as places free."""
 
     def __init__(
-        self, api: Api, admissions: Admissions, clock: Callable[[], float] = time.time
+        self, api: Patcher, admissions: Admissions, clock: Callable[[], float] = time.time
     ) -> None:
         self.api, self.admissions, self.clock = api, admissions, clock
         self.stopping = threading.Event()
@@ -180,10 +181,10 @@ class Admitter:
             # Changed since: the stream brings its newer body, which is decided again.
             self.admissions.refused(key, version, None)
             return 0
-        except Exception as error:
+        except ApiError as error:
             log.warning(
                 f"could not hand {WORKLOAD_KINDS[plural]} {namespace}/{name} to its timer: "
-                f"{type(error).__name__}; trying again in {ADMIT_RETRY:g}s"
+                f"{error.describe()}; trying again in {ADMIT_RETRY:g}s"
             )
             self.admissions.refused(key, version, self.clock() + ADMIT_RETRY)
             return 0

@@ -18,6 +18,7 @@ import datetime as dt
 import logging
 import threading
 import time
+import urllib.error
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -27,7 +28,8 @@ from restarter.model.gates import GateSettings
 from restarter.model.holds import Hold
 from restarter.services import metrics
 from restarter.services.alertmanager import read_alerts
-from restarter.services.kube import Api, short_failure
+from restarter.services.kube.errors import ApiError
+from restarter.services.kube.reading import Reader
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +79,7 @@ class Blockers:
             try:
                 hold = blocker.blocks(workload, now)
             except Exception as error:  # any failure is the blocker's failure policy's
-                problem = short_failure(error)
+                problem = _brief(error)
                 metrics.GATE_ERRORS.labels(blocker.name).inc()
                 log.warning(f"the {blocker.name} gate could not be read ({problem})")
                 if not blocker.fails_open:
@@ -98,10 +100,20 @@ class Blockers:
                 hold = blocker.blocks(workload, now)
             except Exception as error:
                 policy = "fails open" if blocker.fails_open else "holds"
-                rows.append((blocker.name, f"unreadable ({short_failure(error)}): {policy}"))
+                rows.append((blocker.name, f"unreadable ({_brief(error)}): {policy}"))
                 continue
             rows.append((blocker.name, "clear" if hold is None else hold.describe()))
         return rows
+
+
+def _brief(error: Exception) -> str:
+    """A blocker's failure as its hold and Warning tell it: ``HTTP <status>`` or what
+    failed, never a message (Alertmanager's errors may carry its URL)."""
+    if isinstance(error, ApiError):
+        return error.brief
+    if isinstance(error, urllib.error.HTTPError):
+        return f"HTTP {error.code}"
+    return type(error).__name__
 
 
 def _what(name: str) -> str:
@@ -152,7 +164,7 @@ class HoldBlocker:
     name = "holds"
     fails_open = False
 
-    def __init__(self, api: Api, operator_hold: str = "") -> None:
+    def __init__(self, api: Reader, operator_hold: str = "") -> None:
         self.api, self.operator_hold = api, operator_hold
         self._namespaces: Cached[Mapping[str, str]] = Cached(TTL)
 
@@ -169,7 +181,7 @@ class HoldBlocker:
         try:
             annotations = self._namespaces.get(namespace, lambda: self._annotations(namespace))
         except Exception as error:  # held, and said so: the namespace's own unreadable hold
-            return holds.unreadable_namespace(namespace, short_failure(error))
+            return holds.unreadable_namespace(namespace, _brief(error))
         return holds.find_hold(None, "", annotations, namespace, self.operator_hold)
 
 
@@ -205,7 +217,7 @@ class PodGate:
 
     name = "pods"
 
-    def __init__(self, api: Api, settings: GateSettings) -> None:
+    def __init__(self, api: Reader, settings: GateSettings) -> None:
         self.api, self.settings = api, settings
         self._cache: Cached[list[str]] = Cached(TTL)
 
@@ -221,7 +233,7 @@ class PodGate:
         return gates.pod_hold(pods, selector)
 
 
-def gate_blockers(api: Api, settings: GateSettings) -> list[Blocker]:
+def gate_blockers(api: Reader, settings: GateSettings) -> list[Blocker]:
     """The gates the settings turn on, alerts first."""
     found: list[Blocker] = []
     if settings.alertmanager_url:

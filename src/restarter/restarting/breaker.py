@@ -29,7 +29,8 @@ from restarter.model.waves import HALTED, RELEASED, WaveRecord
 from restarter.restarting.blocking import Cached
 from restarter.restarting.rollout_groups import RolloutGroups
 from restarter.services import events, metrics
-from restarter.services.kube import Api, Conflict
+from restarter.services.kube.api import Api
+from restarter.services.kube.errors import Conflict
 
 log = logging.getLogger(__name__)
 

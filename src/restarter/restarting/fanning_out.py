@@ -26,8 +26,9 @@ from restarter.model.schedule import next_restart, parse_zone
 from restarter.restarting.source_context import SourceContext
 from restarter.services import metrics
 from restarter.services.events import Direct
+from restarter.services.kube.errors import ApiError
 
-#: Stamps in flight at once for one change (below kube.POOL_SIZE connections).
+#: Stamps in flight at once for one change (below connecting.POOL_SIZE connections).
 STAMP_CONCURRENCY = 16
 
 
@@ -155,6 +156,67 @@ class StampOutcome:
     done_before: Names = field(default_factory=lambda: Names())
 
 
+@dataclass(frozen=True)
+class _Stamping:
+    """What every stamp of one change shares: the change, its plan and where they go."""
+
+    context: SourceContext
+    plan: FanOut
+    change_id: str
+    now: dt.datetime
+    namespace: str
+    #: How Events name the source (``Secret db``).
+    what: str
+    #: The source's key in the stamps' annotations (``keys.source_token``).
+    token: str
+    #: The stamping threads post their Events themselves, one request each beside the
+    #: stamp: nothing queues up behind a fan-out to thousands (kopf's queue is unbounded).
+    direct: Direct
+
+    def stamp(self, dependent: tuple[str, str]) -> str | ApiError | None:
+        """Stamp one dependent and post its Event; what became of it (``STAMPED``,
+        ``DONE_BEFORE``, ``EVENT_LOST``), None if it is gone, or the stamp's error."""
+        plural, workload_name = dependent
+        try:
+            stamped = self.context.api.patch_workload(
+                plural, self.namespace, workload_name, self.plan.patch_for(dependent)
+            )
+        except ApiError as error:  # one refused patch must not stop the others
+            return error
+        if stamped is None:
+            return None  # deleted since the reference map saw it
+        reference = _reference(stamped, self.token)
+        annotations = reference["metadata"]["annotations"]
+        if stamps.restarted_for(annotations).get(self.token) == self.change_id:
+            return DONE_BEFORE  # its timer clears the mark; nothing restarts
+        metrics.STAMPED.labels(WORKLOAD_KINDS[plural]).inc()
+        try:
+            self.direct.post(
+                reference,
+                reason=reasons.RESTART_SCHEDULED,
+                message=self._scheduled(dependent, annotations),
+            )
+        except Exception:  # the stamp landed: a lost Event loses no restart
+            return EVENT_LOST
+        return STAMPED
+
+    def _scheduled(self, dependent: tuple[str, str], annotations: Mapping[str, str]) -> str:
+        """The RestartScheduled Event's message: what changed, the window, the next restart
+        (sooner when a certificate's deadline comes first)."""
+        asked_for, now = self.plan.requests[dependent], self.now
+        last = restart_decisions.last_restart(annotations, now)
+        when = next_restart(asked_for.window(), now, last)
+        marks = self.plan.patch_for(dependent)["metadata"]["annotations"]
+        early = certificates.earliest_deadline(marks)
+        before = "" if early is None or early.at >= when else f"; {early.describe(now)}"
+        when = when if early is None else min(when, max(early.at, now))
+        return (
+            f"{self.what} changed ({describe_keys(self.plan.reads[dependent])}); restart "
+            f"scheduled in window {asked_for.describe()}{ORIGIN_NOTES[asked_for.origin]} "
+            f"(next restart {_when(when, asked_for.timezone)}{before})"
+        )
+
+
 def send_stamps(
     context: SourceContext,
     source: Mapping[str, Any],
@@ -163,59 +225,27 @@ def send_stamps(
     now: dt.datetime,
 ) -> StampOutcome:
     """Stamp every dependent of the plan, each posting its RestartScheduled Event."""
-    kind, api, logger = context.kind, context.api, context.logger
+    kind, logger = context.kind, context.logger
     metadata = source["metadata"]
-    namespace, name = metadata["namespace"], metadata["name"]
-    what = f"{SOURCE_KINDS[kind]} {name}"
-    token = keys.source_token(kind, name)
-    # The stamping threads post their Events themselves, one request each beside the
-    # stamp: nothing queues up behind a fan-out to thousands (kopf's queue is unbounded).
-    direct = Direct(api)
-
-    def stamp(dependent: tuple[str, str]) -> str | Exception | None:
-        """Stamp one dependent and post its Event; what became of it (``STAMPED``,
-        ``DONE_BEFORE``, ``EVENT_LOST``), None if it is gone, or the stamp's error."""
-        plural, workload_name = dependent
-        try:
-            stamped = api.patch_workload(
-                plural, namespace, workload_name, plan.patch_for(dependent)
-            )
-        except Exception as error:  # one refused patch must not stop the others
-            return error
-        if stamped is None:
-            return None  # deleted since the reference map saw it
-        reference = _reference(stamped, token)
-        annotations = reference["metadata"]["annotations"]
-        if stamps.restarted_for(annotations).get(token) == change_id:
-            return DONE_BEFORE  # its timer clears the mark; nothing restarts
-        metrics.STAMPED.labels(WORKLOAD_KINDS[plural]).inc()
-        asked_for = plan.requests[dependent]
-        last = restart_decisions.last_restart(annotations, now)
-        when = next_restart(asked_for.window(), now, last)
-        early = certificates.earliest_deadline(plan.patch_for(dependent)["metadata"]["annotations"])
-        before = "" if early is None or early.at >= when else f"; {early.describe(now)}"
-        when = when if early is None else min(when, max(early.at, now))
-        try:
-            direct.post(
-                reference,
-                reason=reasons.RESTART_SCHEDULED,
-                message=f"{what} changed ({describe_keys(plan.reads[dependent])}); restart "
-                f"scheduled in window {asked_for.describe()}{ORIGIN_NOTES[asked_for.origin]} "
-                f"(next restart {_when(when, asked_for.timezone)}{before})",
-            )
-        except Exception:  # the stamp landed: a lost Event loses no restart
-            return EVENT_LOST
-        return STAMPED
-
+    stamping = _Stamping(
+        context=context,
+        plan=plan,
+        change_id=change_id,
+        now=now,
+        namespace=metadata["namespace"],
+        what=f"{SOURCE_KINDS[kind]} {metadata['name']}",
+        token=keys.source_token(kind, metadata["name"]),
+        direct=Direct(context.api),
+    )
     # At most STAMP_CONCURRENCY stamps in flight, and no more queued: a fan-out holds
     # what its requests in flight hold, whatever the number of dependents. All of them
     # are answered before the checksum is recorded.
     outcome = StampOutcome()
-    for (plural, dependent), result in _bounded(stamp, plan.targets, STAMP_CONCURRENCY):
+    for (plural, dependent), result in _bounded(stamping.stamp, plan.targets, STAMP_CONCURRENCY):
         label = f"{WORKLOAD_KINDS[plural]} {dependent}"
-        if isinstance(result, Exception):
+        if isinstance(result, ApiError):
             # Logs stay in this thread: kopf's logger posts through the handler's context.
-            logger.error(f"could not stamp {label}: {type(result).__name__}")
+            logger.error(f"could not stamp {label}: {result.describe()}")
             outcome.failed.add(label)
         elif result == DONE_BEFORE:
             outcome.done_before.add(label)

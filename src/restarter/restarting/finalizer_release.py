@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from restarter.model import keys
 from restarter.model.finalizers import release_patch
 from restarter.model.kinds import KINDS, WORKLOAD_KINDS
-from restarter.services.kube import Api, ApiError, Conflict, error_detail
+from restarter.services.kube.api import Api
+from restarter.services.kube.errors import ApiError, Conflict, Forbidden, NotFound
 
 #: A workload whose finalizers keep changing under us is retried this many times.
 RELEASE_PASSES = 3
@@ -22,7 +23,7 @@ class ReleaseFailed(RuntimeError):
 
 
 def failure(step: str, error: ApiError) -> ReleaseFailed:
-    return ReleaseFailed(f"{step}: HTTP {error.status}: {error_detail(error)}")
+    return ReleaseFailed(f"{step}: {error.describe()}")
 
 
 @dataclass(frozen=True)
@@ -98,9 +99,11 @@ class FinalizerReleaser:
             while True:
                 try:
                     page = self._api.list_workload_metadata(plural, namespace, token, PAGE)
+                except (Forbidden, NotFound) as error:
+                    if KINDS[plural].built_in:
+                        raise failure(f"listing {kind}s in {where}", error) from None
+                    return
                 except ApiError as error:
-                    if not KINDS[plural].built_in and error.status in (403, 404):
-                        return
                     raise failure(f"listing {kind}s in {where}", error) from None
                 for item in page.get("items") or []:
                     metadata = item.get("metadata") or {}

@@ -19,7 +19,8 @@ from restarter.model.windows import WindowDefaults
 from restarter.restarting.admitting import Admissions
 from restarter.restarting.pacing import Pacer
 from restarter.services import events, metrics
-from restarter.services.kube import Api, Conflict
+from restarter.services.kube.api import Api
+from restarter.services.kube.errors import ApiError, Conflict
 
 log = logging.getLogger(__name__)
 
@@ -135,10 +136,10 @@ def repair_label(plural: str, workload: Mapping[str, Any], api: Api) -> None:
         api.patch_workload(plural, metadata["namespace"], metadata["name"], patch)
     except Conflict:
         return  # changed meanwhile: its next event is looked at again
-    except Exception as error:  # a watch stream must not stop on one refused patch
+    except ApiError as error:  # a watch stream must not stop on one refused patch
         log.warning(
             f"could not remove the pending label of {WORKLOAD_KINDS[plural]} "
-            f"{metadata['namespace']}/{metadata['name']}: {type(error).__name__}"
+            f"{metadata['namespace']}/{metadata['name']}: {error.describe()}"
         )
         return
     log.info(

@@ -4,9 +4,8 @@ refused patch costs, told as a Warning on the source."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from restarter.model import (
     certificates,
@@ -20,42 +19,32 @@ from restarter.model.schedule import ScheduleError
 from restarter.model.source_changes import Change
 from restarter.restarting.source_context import SourceContext
 from restarter.services import metrics
+from restarter.services.kube.errors import ApiError, Throttled, Unavailable
 
 
-def _refusal(error: Exception, current: str) -> tuple[int, str]:
-    """The HTTP status of a refused request (0: no answer) and how an Event names it: the
-    status and the apiserver's message (which names the field and the limit), without the
+def _refused(context: SourceContext, error: ApiError, current: str, what: str) -> str:
+    """A refused patch of the source counted and logged; what the Warning says of it: the
+    status and the API's message (which names the field and the limit), without the
     checksum should the message echo it."""
-    status = getattr(error, "status", None)
-    if not isinstance(status, int):
-        return 0, f"no answer: {type(error).__name__}"
-    try:
-        message = json.loads(getattr(error, "body", None) or "{}").get("message") or ""
-    except (ValueError, AttributeError):
-        message = ""
-    message = str(message).replace(current.removeprefix("sha256:"), "…")[:300]
-    reason = getattr(error, "reason", None) or ""
-    return status, f"HTTP {status} {reason}".rstrip() + (f": {message}" if message else "")
-
-
-def _refused(context: SourceContext, error: Exception, current: str, what: str) -> str:
-    """A refused patch of the source counted and logged; what the Warning says of it."""
-    status, refusal = _refusal(error, current)
-    metrics.SOURCE_PATCH_ERRORS.labels(SOURCE_KINDS[context.kind], str(status)).inc()
+    refusal = _told(error, current)
+    metrics.SOURCE_PATCH_ERRORS.labels(SOURCE_KINDS[context.kind], str(error.status)).inc()
     context.logger.warning(f"the API refused {what}: {refusal}")
     return refusal
 
 
-def _raise_if_transient(context: SourceContext, error: Exception, current: str) -> None:
+def _transient(context: SourceContext, error: Throttled | Unavailable, current: str) -> NoReturn:
     """No answer, a 429 or a server error: the same patch may pass when tried again, so the
     check fails (counted and logged) and is tried again, the change not taken as recorded.
     Only an answer that refuses the patch itself is a refusal."""
-    status, refusal = _refusal(error, current)
-    if status and status != 429 and status < 500:
-        return
-    metrics.SOURCE_PATCH_ERRORS.labels(SOURCE_KINDS[context.kind], str(status)).inc()
-    context.logger.warning(f"could not record the checksum ({refusal}); trying again")
+    metrics.SOURCE_PATCH_ERRORS.labels(SOURCE_KINDS[context.kind], str(error.status)).inc()
+    told = _told(error, current)
+    context.logger.warning(f"could not record the checksum ({told}); trying again")
     raise error
+
+
+def _told(error: ApiError, current: str) -> str:
+    """The error as ``describe`` says it, without the checksum should the API echo it."""
+    return error.describe().replace(current.removeprefix("sha256:"), "…")
 
 
 def begin_change(
@@ -68,7 +57,7 @@ def begin_change(
     patch = source_changes.begin_change_patch(change_id, current)
     try:
         context.api.patch_source(context.kind, metadata["namespace"], metadata["name"], patch)
-    except Exception as error:
+    except ApiError as error:
         refusal = _refused(context, error, current, "the change annotation")
         context.events.post(
             source,
@@ -96,51 +85,69 @@ def record(
     recorded for this run, so nothing spins on it. A patch with no answer, a 429 or a
     server error is no refusal: the error is raised, and the check is tried again.
     """
-    kind, api = context.kind, context.api
-    metadata = source["metadata"]
-    namespace, name = metadata["namespace"], metadata["name"]
-    what, digests = SOURCE_KINDS[kind], key_change.record
+    what, digests = SOURCE_KINDS[context.kind], key_change.record
     every = f"every workload that uses this {what} restarts on its next data change"
+    refused = _send(context, source, current, digests, also)
+    if refused is None:
+        return _recorded(context, source, current, key_change, every)
+    sent = "the checksum" if digests is None else "the checksum and key digests"
+    refusal = _refused(context, refused, current, sent)
+    if digests is not None:
+        # The digests may be what was refused: the checksum alone still records the change.
+        refused = _send(context, source, current, None, also)
+        if refused is None:
+            context.events.post(
+                source,
+                reason=reasons.KEY_DIGESTS_NOT_RECORDED,
+                message=f"the API refused restarter's key digests ({refusal}); recorded the "
+                f"checksum only: {every}, whichever keys it reads",
+            )
+            return "the checksum only"
+        refusal = _refused(context, refused, current, "the checksum")
+    context.events.post(
+        source,
+        reason=reasons.CHECKSUM_NOT_RECORDED,
+        message=_not_recorded(change, what, refusal),
+    )
+    return None
+
+
+def _send(
+    context: SourceContext,
+    source: Mapping[str, Any],
+    current: str,
+    digests: checksums.Digests | None,
+    also: Mapping[str, str] | None,
+) -> ApiError | None:
+    """Patch the checksum (with ``digests``) onto the source: None when recorded, the
+    refusal when refused; raised when it may pass if tried again (``_transient``)."""
+    metadata = source["metadata"]
+    patch = source_changes.checksum_patch(current, digests, drop_digests=True)
     # The earliest certificate expiry of the same data goes with the checksum (deadlines).
     # ``also``: the change's wave record (model.waves), written in the same request.
-    expiry = certificates.expiry_annotation(kind, source) | dict(also or {})
+    patch["metadata"]["annotations"] |= certificates.expiry_annotation(context.kind, source) | dict(
+        also or {}
+    )
     try:
-        patch = source_changes.checksum_patch(current, digests, drop_digests=True)
-        patch["metadata"]["annotations"] |= expiry
-        api.patch_source(kind, namespace, name, patch)
-    except Exception as error:
-        _raise_if_transient(context, error, current)
-        sent = "the checksum" if digests is None else "the checksum and key digests"
-        refusal = _refused(context, error, current, sent)
-        if digests is None:
-            context.events.post(
-                source,
-                reason=reasons.CHECKSUM_NOT_RECORDED,
-                message=_not_recorded(change, what, refusal),
-            )
-            return None
-        # The digests may be what was refused: the checksum alone still records the change.
-        alone = source_changes.checksum_patch(current, None, drop_digests=True)
-        alone["metadata"]["annotations"] |= expiry
-        try:
-            api.patch_source(kind, namespace, name, alone)
-        except Exception as again:
-            _raise_if_transient(context, again, current)
-            refusal = _refused(context, again, current, "the checksum")
-            context.events.post(
-                source,
-                reason=reasons.CHECKSUM_NOT_RECORDED,
-                message=_not_recorded(change, what, refusal),
-            )
-            return None
-        context.events.post(
-            source,
-            reason=reasons.KEY_DIGESTS_NOT_RECORDED,
-            message=f"the API refused restarter's key digests ({refusal}); recorded the "
-            f"checksum only: {every}, whichever keys it reads",
-        )
-        return "the checksum only"
+        context.api.patch_source(context.kind, metadata["namespace"], metadata["name"], patch)
+    except (Throttled, Unavailable) as error:
+        _transient(context, error, current)
+    except ApiError as error:
+        return error
+    return None
+
+
+def _recorded(
+    context: SourceContext,
+    source: Mapping[str, Any],
+    current: str,
+    key_change: source_changes.KeyChange,
+    every: str,
+) -> str:
+    """What was recorded, with a Warning when the key digests did not fit."""
+    digests = key_change.record
     if digests is None:
+        what = SOURCE_KINDS[context.kind]
         needs = source_changes.bucket_annotation_bytes(current)
         context.events.post(
             source,

@@ -18,7 +18,7 @@ from restarter.cluster.namespace_watching import NamespaceScope
 from restarter.cluster.workload_watching import WorkloadWatcher
 from restarter.model import keys
 from restarter.model.references import SOURCE_KINDS
-from restarter.services.kube import Api
+from restarter.services.kube.api import Api
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from restarter.model import (
 )
 from restarter.restarting.rollout_groups import RolloutGroups
 from restarter.services.events import QUEUED, EventPath
-from restarter.services.kube import Api
+from restarter.services.kube.api import Api
 from restarter.services.settings import Settings
 
 

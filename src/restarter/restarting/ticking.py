@@ -16,7 +16,7 @@ from restarter.restarting import pacing, tick_reports
 from restarter.restarting.blocking import Blockers
 from restarter.restarting.timer_state import TimerContext, settle, settled
 from restarter.services import events, metrics
-from restarter.services.kube import Conflict
+from restarter.services.kube.errors import Conflict
 
 #: Decisions whose patch drops the marks without restarting.
 CLEARING = (Action.OPTED_OUT, Action.SATISFIED)

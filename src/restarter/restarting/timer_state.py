@@ -15,7 +15,7 @@ from restarter.model.kinds import WORKLOAD_KINDS
 from restarter.model.resource_versions import compare_versions
 from restarter.restarting import pacing
 from restarter.restarting.blocking import Blockers
-from restarter.services.kube import Api
+from restarter.services.kube.api import Api
 from restarter.services.settings import Settings
 
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol, cast
 import kopf
 
 from restarter.model.reasons import Reason
-from restarter.services.kube import Api
+from restarter.services.kube.posting import Poster
 
 #: Called with every Event posted (the object, its reason, the message): notifications.
 Listener = Callable[[Mapping[str, Any], Reason, str], None]
@@ -65,7 +65,7 @@ QUEUED = Queued()
 class Direct:
     """Outside kopf's handlers: one create request per Event, from the calling thread."""
 
-    def __init__(self, api: Api) -> None:
+    def __init__(self, api: Poster) -> None:
         self.api = api
 
     def post(self, obj: Mapping[str, Any], *, reason: Reason, message: str) -> None:
