@@ -223,6 +223,16 @@ def _bundles(core: Core, apps: Apps, namespace: str, never_ready: bool) -> None:
 
 
 def _change_bundles(core: Core, namespace: str) -> None:
+    """Once the operator recorded every bundle's checksum (first sight), change them all."""
+    wait_for(
+        lambda: all(
+            (item.metadata.annotations or {}).get(keys.CHECKSUM)
+            for item in core.list_namespaced_config_map(namespace).items
+            if item.metadata.name.startswith("bundle-")
+        ),
+        60,
+        message="every bundle's checksum",
+    )
     for index in range(GROUP):
         core.patch_namespaced_config_map(
             f"bundle-{index:02}", namespace, {"data": {"ca.crt": "second"}}
@@ -254,15 +264,6 @@ def test_a_rollout_group_has_one_first_wave_then_the_rest(
         rollout_finished(cluster, namespace, f"app-{index:02}")
     # The group's sources change within the quiet time: one change.
     operator("--first-wave", "1", "--soak", "10s", "--quiet", "5s")
-    wait_for(
-        lambda: all(
-            (item.metadata.annotations or {}).get(keys.CHECKSUM)
-            for item in core.list_namespaced_config_map(namespace).items
-            if item.metadata.name.startswith("bundle-")
-        ),
-        60,
-        message="every bundle's checksum",
-    )
     _change_bundles(core, namespace)
 
     first = wait_for(lambda: _restarted(apps, namespace), 60, message="the group's first wave")
@@ -279,15 +280,6 @@ def test_a_failure_in_a_rollout_groups_first_wave_halts_every_source_of_it(
 ) -> None:
     _bundles(core, apps, namespace, never_ready=True)
     operator("--first-wave", "1", "--soak", "3s", "--quiet", "5s")
-    wait_for(
-        lambda: all(
-            (item.metadata.annotations or {}).get(keys.CHECKSUM)
-            for item in core.list_namespaced_config_map(namespace).items
-            if item.metadata.name.startswith("bundle-")
-        ),
-        60,
-        message="every bundle's checksum",
-    )
     _change_bundles(core, namespace)
 
     wait_for(

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from typing import Any
 
 import pytest
 
 from restarter.model import health, keys, restart_decisions, stamps, waves, windows
-from restarter.model.fan_out import Target, plan_fan_out
+from restarter.model.fan_out import FanOut, Target, plan_fan_out
 from restarter.model.health import Health
 from restarter.model.restart_decisions import Action
 from restarter.model.waves import HALTED, RELEASED, WaveError, WaveRecord
@@ -54,19 +55,23 @@ def _readers(*names: str) -> list[Target]:
     return [Target("deployments", name, None, None) for name in names]
 
 
-def test_the_fan_out_marks_the_first_wave_and_the_rest_and_names_the_quiet_time() -> None:
-    request = windows.WindowRequest("now", "UTC", dt.timedelta(hours=1))
-    plan = plan_fan_out(
-        kind="secret",
-        name="db",
-        readers=_readers("c", "a", "b"),
-        source_window=request,
+def _plan(*names: str, kind: str = "secret", name: str = "db", **options: Any) -> FanOut:
+    """The fan-out of a ``now`` change of one source to Deployments named ``names``."""
+    return plan_fan_out(
+        kind=kind,
+        name=name,
+        readers=_readers(*names),
+        source_window=windows.WindowRequest("now", "UTC", dt.timedelta(hours=1)),
         settings=Settings(),
         change_id="812",
         now=NOW,
         first_wave=waves.FirstWave(1),
-        quiet=10,
+        **options,
     )
+
+
+def test_the_fan_out_marks_the_first_wave_and_the_rest_and_names_the_quiet_time() -> None:
+    plan = _plan("c", "a", "b", quiet=10)
     assert plan.first == (("deployments", "a"),)
     marks = {
         name: json.loads(
@@ -81,17 +86,7 @@ def test_the_fan_out_marks_the_first_wave_and_the_rest_and_names_the_quiet_time(
 
 
 def test_a_change_with_one_dependent_has_no_waves() -> None:
-    request = windows.WindowRequest("now", "UTC", dt.timedelta(hours=1))
-    plan = plan_fan_out(
-        kind="secret",
-        name="db",
-        readers=_readers("a"),
-        source_window=request,
-        settings=Settings(),
-        change_id="812",
-        now=NOW,
-        first_wave=waves.FirstWave(1),
-    )
+    plan = _plan("a")
     mark = plan.patch_for(("deployments", "a"))["metadata"]["annotations"]
     assert plan.first == ()
     assert "wave" not in json.loads(mark[keys.window_key("secret", "db")])
@@ -302,18 +297,7 @@ def test_the_pilot_of_a_group_is_its_earliest_unjudged_change_then_its_name() ->
 
 
 def test_a_source_of_a_rollout_group_keeps_its_waves_with_one_dependent() -> None:
-    request = windows.WindowRequest("now", "UTC", dt.timedelta(hours=1))
-    plan = plan_fan_out(
-        kind="configmap",
-        name="bundle",
-        readers=_readers("a"),
-        source_window=request,
-        settings=Settings(),
-        change_id="812",
-        now=NOW,
-        first_wave=waves.FirstWave(1),
-        grouped=True,
-    )
+    plan = _plan("a", kind="configmap", name="bundle", grouped=True)
     assert plan.first == (("deployments", "a"),)
 
 
