@@ -27,6 +27,7 @@ from tests.integration.test_operator_restarts import (
     rollout_finished,
     secret_and_dependent,
 )
+from tests.integration.test_plan_command import plan, plan_json
 
 Core = kubernetes.client.CoreV1Api
 Apps = kubernetes.client.AppsV1Api
@@ -107,6 +108,13 @@ def test_a_blocking_pod_holds_the_restart_until_it_is_gone(
     assert f"blocking pod {namespace}/backup matches 'job=backup'" in message
     time.sleep(TICKS)
     assert len(replica_sets(apps, namespace, "web")) == 1
+    # plan, given the operator's gate, shows the row held and each blocker as of now.
+    gate = ("--gate-blocking-pods", "job=backup", "--gate-namespace-only")
+    (row,) = plan_json(cluster.kubeconfig, "-n", namespace, *gate)
+    assert row["state"] == "held"
+    table = plan(cluster.kubeconfig, "-n", namespace, *gate).stdout
+    assert "blockers, in order (as of now):" in table
+    assert f"pods     held by a gate: blocking pod {namespace}/backup" in table
 
     core.delete_namespaced_pod("backup", namespace, grace_period_seconds=0)
     restarted(apps, namespace, "the restart once the blocking pod is gone", 60)

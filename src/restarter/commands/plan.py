@@ -177,7 +177,7 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
         print(f"as of {options.at:%Y-%m-%d %H:%M:%S} UTC (holds as of now)")
     print(render(rows, namespace, options.output))
     states = hold_of.states(namespace or "") if options.output == "table" and rows else []
-    if options.gates.enabled or any(state != "clear" for _, state in states):
+    if states and (options.gates.enabled or any(state != "clear" for _, state in states)):
         # What a restart asks before it starts, in the operator's order, as of now: shown
         # when gates are configured or one of them holds.
         print("\nblockers, in order (as of now):")

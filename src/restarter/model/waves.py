@@ -185,9 +185,10 @@ class WaveRecord:
     group: str = ""
     """The source's rollout group (``restarter.io/rollout-group``), if any."""
 
-    since: int | None = None
-    """Epoch seconds when the change was recorded: the group's earliest unjudged change
-    leads it (``pilot``)."""
+    since: float | None = None
+    """Epoch seconds (to the millisecond) when the change was recorded on the source: the
+    group's earliest unjudged change leads it (``pilot``). The time of the record, not of
+    the change: a source recorded later never leads one already judging its first wave."""
 
     def to_annotation(self) -> str:
         value: dict[str, Any] = {"change": self.change, "first": list(self.first)}
@@ -216,7 +217,7 @@ def read_record(annotations: Mapping[str, str] | None) -> WaveRecord | None:
             why=str(value.get("why", "")),
             failed=str(value.get("failed", "")),
             group=str(value.get("group", "")),
-            since=int(value["since"]) if "since" in value else None,
+            since=float(value["since"]) if "since" in value else None,
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         return None

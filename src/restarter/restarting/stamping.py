@@ -4,8 +4,10 @@ record the change on the source (``recording``), the stamps sent by ``fanning_ou
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import secrets
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -220,6 +222,8 @@ def _changed(check: _Check, request: windows.WindowRequest | None, labelled: boo
         # The label's own dependents wait for a window restarter can read: the change stays
         # unrecorded, so the corrected label schedules them.
         return True
+    if wave_record is not None:
+        wave_record = dataclasses.replace(wave_record, since=round(time.time(), 3))
     check.record_checksum({keys.WAVE: wave_record.to_annotation()} if wave_record else None)
     if context.groups is not None and wave_record is not None:
         context.groups.record((namespace, kind, name), wave_record)
@@ -259,8 +263,7 @@ def _plan(
     if not plan.first:
         return plan, None
     first = tuple(map(waves.named, plan.first))
-    since = int(check.now.timestamp())
-    return plan, waves.WaveRecord(change_id, first, soak, group=group, since=since)
+    return plan, waves.WaveRecord(change_id, first, soak, group=group)
 
 
 def _wave_settings(

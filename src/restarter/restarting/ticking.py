@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from restarter.model import reasons, restart_decisions, stamps, timer_admission
+from restarter.model.holds import Hold
 from restarter.model.kinds import KINDS
 from restarter.model.references import WorkloadKey, workload_key
 from restarter.model.restart_decisions import Action
@@ -196,11 +197,16 @@ async def _blocked(timer: TimerContext, blockers: Blockers, workload: Mapping[st
     second of its release rather than a tick later."""
     give_up = time.monotonic() + timer.settings.timer_interval
     while True:
-        answer = await asyncio.to_thread(blockers.ask, workload, dt.datetime.now(dt.UTC))
-        await asyncio.to_thread(tick_reports.report_blockers, timer, workload, answer)
-        hold = answer.hold
+        hold = await asyncio.to_thread(_ask, timer, blockers, workload)
         if hold is None:
             return False
         if not hold.judging or time.monotonic() >= give_up:
             return True
         await asyncio.sleep(PACING_POLL)
+
+
+def _ask(timer: TimerContext, blockers: Blockers, workload: Mapping[str, Any]) -> Hold | None:
+    """The blockers' answer, reported: one thread hop, beside the restart's own."""
+    answer = blockers.ask(workload, dt.datetime.now(dt.UTC))
+    tick_reports.report_blockers(timer, workload, answer)
+    return answer.hold
