@@ -250,22 +250,33 @@ class Breaker:
         for key, known in self.groups.members(group).items():
             if key == pilot or known.state:
                 continue
-            namespace, kind, name = key
-            found = self.api.read_source_metadata(kind, namespace, name)
-            if found is None:
-                self.groups.record(key, None)
-                continue
-            state = SourceState(found.get("metadata") or {})
-            record = waves.read_record(state.annotations)
-            if record is None or record.state or record.group != group:
-                self.groups.record(key, record)
-                continue
-            why = (
-                f"with its rollout group {group}, whose first wave ({where}) decided: {verdict.why}"
-            )
-            self._write(
-                namespace, kind, name, state, record.judged(verdict.state, now, why), "group"
-            )
+            for _ in range(2):  # a conflict (the source written meanwhile): read it again
+                if self._spread_to(group, key, verdict, where, now):
+                    break
+
+    def _spread_to(
+        self,
+        group: str,
+        key: waves.SourceKey,
+        verdict: WaveRecord,
+        where: str,
+        now: dt.datetime,
+    ) -> bool:
+        """The verdict on one source of the group, read fresh; False on a conflict."""
+        namespace, kind, name = key
+        found = self.api.read_source_metadata(kind, namespace, name)
+        if found is None:
+            self.groups.record(key, None)
+            return True
+        state = SourceState(found.get("metadata") or {})
+        record = waves.read_record(state.annotations)
+        if record is None or record.state or record.group != group:
+            self.groups.record(key, record)
+            return True
+        why = f"with its rollout group {group}, whose first wave ({where}) decided: {verdict.why}"
+        judged = record.judged(verdict.state, now, why)
+        written = self._write(namespace, kind, name, state, judged, "group")
+        return written is not None and bool(written.state)
 
     def _assess(
         self, namespace: str, kind: str, name: str, first: str, record: WaveRecord, now: dt.datetime

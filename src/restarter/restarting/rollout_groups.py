@@ -25,9 +25,18 @@ class RolloutGroups:
         self._group_of: dict[SourceKey, str] = {}
 
     def observe(self, kind: str, metadata: Mapping[str, Any]) -> None:
-        """A source as seen: kept while its wave record names a group."""
+        """A source as an event showed it: its record kept unless the one known is newer.
+        An event may be older than the record restarter just wrote (kopf's queue), so an
+        event never removes one: only the breaker's fresh reads do (``record``)."""
         key = (metadata.get("namespace", ""), kind, metadata.get("name", ""))
-        self.record(key, waves.read_record(metadata.get("annotations")))
+        seen = waves.read_record(metadata.get("annotations"))
+        if seen is None or not seen.group:
+            return
+        with self._lock:
+            known = self._members.get(self._group_of.get(key, ""), {}).get(key)
+        if known is not None and _newer(known, seen):
+            return
+        self.record(key, seen)
 
     def record(self, key: SourceKey, record: WaveRecord | None) -> None:
         """The wave record of a source as restarter read or wrote it (None: none)."""
@@ -42,3 +51,11 @@ class RolloutGroups:
     def members(self, group: str) -> dict[SourceKey, WaveRecord]:
         with self._lock:
             return dict(self._members.get(group, {}))
+
+
+def _newer(known: WaveRecord, seen: WaveRecord) -> bool:
+    """True when ``known`` is a later state of the source than ``seen``: a later record,
+    or the same one judged."""
+    if (known.since or 0) != (seen.since or 0):
+        return (known.since or 0) > (seen.since or 0)
+    return bool(known.state) and not seen.state
