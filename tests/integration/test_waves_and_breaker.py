@@ -261,11 +261,12 @@ def test_a_rollout_group_has_one_first_wave_then_the_rest(
     _bundles(core, apps, namespace, never_ready=False)
     for index in range(GROUP):
         rollout_finished(cluster, namespace, f"app-{index:02}")
-    # The group's sources change within the quiet time: one change.
-    operator("--first-wave", "1", "--soak", "10s", "--quiet", "5s")
+    # The group's sources are recorded while its first wave waits out the quiet time and
+    # is judged: one change. 20 s leaves room for a loaded operator's twenty fan-outs.
+    operator("--first-wave", "1", "--soak", "10s", "--quiet", "20s")
     _change_bundles(core, namespace)
 
-    first = wait_for(lambda: _restarted(apps, namespace), 60, message="the group's first wave")
+    first = wait_for(lambda: _restarted(apps, namespace), 90, message="the group's first wave")
     assert len(first) == 1, f"one first wave across the group: {first}"
     time.sleep(5)  # the first wave soaks: nothing else restarts meanwhile
     assert _restarted(apps, namespace) == first
@@ -278,7 +279,7 @@ def test_a_failure_in_a_rollout_groups_first_wave_halts_every_source_of_it(
     cluster: Cluster, core: Core, apps: Apps, namespace: str, operator: OperatorFactory
 ) -> None:
     _bundles(core, apps, namespace, never_ready=True)
-    operator("--first-wave", "1", "--soak", "3s", "--quiet", "5s")
+    operator("--first-wave", "1", "--soak", "3s", "--quiet", "20s")
     _change_bundles(core, namespace)
 
     wait_for(
