@@ -190,12 +190,8 @@ class Breaker:
 
     def _judge(self, key: waves.SourceKey, now: dt.datetime) -> None:
         """Judge a source's change (once per ``TTL``), spreading a verdict to its group."""
-        namespace, kind, name = key
-        state = self._state(namespace, kind, name)
-        if state is None:
+        if self._judged(key, now) is None:
             self.groups.record(key, None)
-            return
-        self._records.get(key, lambda: self.record_of(namespace, kind, name, state, now))
 
     def _pilot(self, key: waves.SourceKey, record: WaveRecord | None) -> waves.SourceKey | None:
         """The source whose first wave judges this one's change, when that is another
