@@ -122,30 +122,31 @@ def _what(name: str) -> str:
 
 class Cached(Generic[T]):
     """What a read answers (or the error it raised), read again once ``ttl`` has passed:
-    one read serves every restart that asks meanwhile."""
+    one read serves every restart that asks meanwhile. An answer derived from another
+    answer is asked with that answer's ``version``: it serves only the same version."""
 
     def __init__(self, ttl: float) -> None:
         self.ttl = ttl
-        self._answers: dict[Any, tuple[float, T | None, BaseException | None]] = {}
+        self._answers: dict[Any, tuple[float, Any, T | None, BaseException | None]] = {}
         self._lock = threading.Lock()
 
-    def get(self, key: Any, read: Callable[[], T]) -> T:
+    def get(self, key: Any, read: Callable[[], T], version: Any = None) -> T:
         now = time.monotonic()
         with self._lock:
             cached = self._answers.get(key)
-        if cached is None or now - cached[0] >= self.ttl:
+        if cached is None or now - cached[0] >= self.ttl or cached[1] != version:
             value: T | None = None
             error: BaseException | None = None
             try:
                 value = read()
             except Exception as failure:
                 error = failure
-            cached = (now, value, error)
+            cached = (now, version, value, error)
             with self._lock:
                 self._answers[key] = cached
-        if cached[2] is not None:
-            raise cached[2]
-        return cached[1]  # type: ignore[return-value]
+        if cached[3] is not None:
+            raise cached[3]
+        return cached[2]  # type: ignore[return-value]
 
     def forget(self, key: Any) -> None:
         with self._lock:

@@ -120,9 +120,7 @@ class Breaker:
             # The mark is newer than what was read, maybe a second ago: read again (once
             # per change and TTL), or a stale read could let the rest of a new change
             # through before its record.
-            self._sources.forget(key)
-            self._records.forget(key)
-            found = self._judged(key, now)
+            found = self._read_again(key, now)
         if found is None:
             return None  # the source is gone: nothing left to judge the change by
         state, record = found
@@ -141,12 +139,26 @@ class Breaker:
             return self._waiting_for_group(leader, record)
         if _older(record, change) and not state.fanning_out:
             # No record of this change, and none coming: its fan-out ended without one (the
-            # API refused it). Nothing is held for a judgement that will never come.
-            return None
+            # API refused it), and nothing is held for a judgement that will never come. The
+            # one answer that lets the rest through unjudged is confirmed on a read of its own.
+            found = self._read_again(key, now)
+            if found is None:
+                return None
+            state, record = found
+            if _older(record, change) and not state.fanning_out:
+                return None
         newer = (
             None if record is None or change is None else compare_versions(record.change, change)
         )
         return waves.mark_hold(wave, change, record, newer)
+
+    def _read_again(
+        self, key: waves.SourceKey, now: dt.datetime
+    ) -> tuple[SourceState, WaveRecord | None] | None:
+        """The source read again, whatever was remembered of it."""
+        self._sources.forget(key)
+        self._records.forget(key)
+        return self._judged(key, now)
 
     def _reread(self, key: waves.SourceKey, change: str | None) -> bool:
         """True when a mark of ``change`` has not made the source be read again within
@@ -168,7 +180,14 @@ class Breaker:
         state = self._state(namespace, kind, name)
         if state is None:
             return None
-        record = self._records.get(key, lambda: self.record_of(namespace, kind, name, state, now))
+        # The record is judged from this very state: a record cached from an older read
+        # (no record yet, while the change was fanning out) never pairs with a newer state
+        # (record written, fan-out over), which would let the rest of a change through.
+        record = self._records.get(
+            key,
+            lambda: self.record_of(namespace, kind, name, state, now),
+            version=state.metadata.get("resourceVersion"),
+        )
         return state, record
 
     def _waiting_for_group(self, leader: waves.SourceKey, record: WaveRecord) -> waves.MarkHold:

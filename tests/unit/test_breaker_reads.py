@@ -1,0 +1,97 @@
+"""The circuit breaker's reads of a source, without a cluster: a source read again while the
+record read with it is still remembered never pairs the new state with the old record (a
+change that had finished fanning out, judged as one with no record coming, would let the
+rest of its dependents through before its first wave was judged)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from restarter.model import keys, waves
+from restarter.model.waves import WaveRecord
+from restarter.restarting import breaker
+from restarter.restarting.breaker import Breaker
+from tests.unit.test_waves_decisions import NOW, _plan
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _Source:
+    """A Secret ``db`` as the API answers, each read taking ``delay`` seconds of the clock."""
+
+    def __init__(self, clock: _Clock) -> None:
+        self.clock, self.delay = clock, 0.0
+        self.annotations: dict[str, str] = {}
+        self.version = 1
+
+    def read_source_metadata(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        self.clock.now += self.delay
+        metadata = {"annotations": dict(self.annotations), "resourceVersion": str(self.version)}
+        return {"metadata": {"namespace": namespace, "name": name, **metadata}}
+
+    def read_workload(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        # The first wave is still pending: its verdict is to wait.
+        pending = {keys.pending_key("secret", "db"): str(int(NOW.timestamp()))}
+        return {"metadata": {"name": name, "annotations": pending}, "spec": {}, "status": {}}
+
+    def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        return []
+
+
+def _rest_of_the_change() -> dict[str, Any]:
+    plan = _plan("a", "b")
+    annotations = plan.patch_for(("deployments", "b"))["metadata"]["annotations"]
+    return {"metadata": {"namespace": "ns", "name": "b", "annotations": annotations}}
+
+
+def test_a_source_read_again_is_never_judged_by_the_record_read_before_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(breaker.time, "monotonic", clock)
+    source = _Source(clock)
+    judge = Breaker(source, 600, None, read_only=True)  # type: ignore[arg-type]
+    workload = _rest_of_the_change()
+    key = ("ns", "secret", "db")
+
+    # The change is fanning out: no record yet; the rest is held.
+    source.annotations = {keys.CHANGE: "812 checksum"}
+    hold = judge.blocks(workload, NOW)
+    assert hold is not None and "not chosen yet" in hold.reason
+
+    # The fan-out ends: the record is written, the change annotation dropped. Restarts
+    # asking from several threads interleave: one stores the new state while another
+    # still stores the "no record" it judged from the old one, and the once-per-TTL read
+    # again of this change is spent. (The caches are set as those threads leave them.)
+    source.annotations = {keys.WAVE: WaveRecord("812", ("Deployment/a",), 60).to_annotation()}
+    source.version = 2
+    judge._sources.forget(key)
+    judge._state(*key)
+    assert not judge._reread(key, "812")
+    hold = judge.blocks(workload, NOW + dt.timedelta(seconds=1))
+    assert hold is not None, "the rest of the change went through before its first wave"
+    assert hold.reason == "waiting for its first wave (Deployment/a)"
+
+
+def test_a_change_whose_record_was_refused_holds_nothing() -> None:
+    source = _Source(_Clock())
+    judge = Breaker(source, 600, None, read_only=True)  # type: ignore[arg-type]
+    source.annotations = {}  # the fan-out is over, and its record was never written
+    assert judge.blocks(_rest_of_the_change(), NOW) is None
+
+
+def test_a_mark_of_the_rest_goes_once_its_first_wave_is_released() -> None:
+    source = _Source(_Clock())
+    judge = Breaker(source, 600, None, read_only=True)  # type: ignore[arg-type]
+    record = WaveRecord("812", ("Deployment/a",), 60).judged(waves.RELEASED, NOW, "healthy")
+    source.annotations = {keys.WAVE: record.to_annotation()}
+    assert judge.blocks(_rest_of_the_change(), NOW) is None
