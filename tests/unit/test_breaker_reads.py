@@ -5,6 +5,7 @@ rest of its dependents through before its first wave was judged)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -14,6 +15,7 @@ from restarter.model import keys, waves
 from restarter.model.waves import WaveRecord
 from restarter.restarting import breaker
 from restarter.restarting.breaker import Breaker
+from restarter.restarting.rollout_groups import RolloutGroups
 from tests.unit.test_waves_decisions import NOW, _plan
 
 
@@ -95,3 +97,36 @@ def test_a_mark_of_the_rest_goes_once_its_first_wave_is_released() -> None:
     record = WaveRecord("812", ("Deployment/a",), 60).judged(waves.RELEASED, NOW, "healthy")
     source.annotations = {keys.WAVE: record.to_annotation()}
     assert judge.blocks(_rest_of_the_change(), NOW) is None
+
+
+def test_a_source_of_a_halted_rollout_group_takes_the_halt_before_it_is_spread_to_it() -> None:
+    since = NOW.timestamp() - 30
+    pilot = WaveRecord("7", ("Deployment/app-01",), 3, group="bundle", since=since)
+    halted = pilot.judged(waves.HALTED, NOW, "Deployment/app-01 failed: its rollout failed")
+    groups = RolloutGroups()
+    groups.record(("ns", "configmap", "bundle-01"), halted)
+    source = _Source(_Clock())
+    own = WaveRecord("812", ("Deployment/app-02",), 3, group="bundle", since=since + 1)
+    source.annotations = {keys.WAVE: own.to_annotation()}
+    judge = Breaker(source, 600, None, groups=groups, read_only=True)  # type: ignore[arg-type]
+    plan = _plan("app-02", kind="configmap", name="bundle-02", grouped=True)
+    annotations = plan.patch_for(("deployments", "app-02"))["metadata"]["annotations"]
+    workload = {"metadata": {"namespace": "ns", "name": "app-02", "annotations": annotations}}
+
+    hold = judge.blocks(workload, NOW)
+    # Not a first wave of its own: the group's change halted while the verdict was spread.
+    assert hold is not None and hold.halted
+    assert "whose first wave (ns/ConfigMap/bundle-01) decided" in hold.reason
+
+
+def test_a_group_change_recorded_after_its_release_tries_a_first_wave_of_its_own() -> None:
+    pilot = WaveRecord("7", ("Deployment/app-01",), 3, group="bundle", since=NOW.timestamp() - 30)
+    released = pilot.judged(waves.RELEASED, NOW - dt.timedelta(seconds=10), "healthy")
+    members = {("ns", "configmap", "bundle-01"): released}
+    later = WaveRecord("9", ("Deployment/app-02",), 3, group="bundle", since=NOW.timestamp())
+    during = dataclasses.replace(later, since=NOW.timestamp() - 20)
+    assert waves.group_verdict(members, ("ns", "configmap", "bundle-02"), later) is None
+    assert waves.group_verdict(members, ("ns", "configmap", "bundle-02"), during) == (
+        ("ns", "configmap", "bundle-01"),
+        released,
+    )

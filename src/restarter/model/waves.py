@@ -344,3 +344,29 @@ def pilot(members: Mapping[SourceKey, WaveRecord]) -> SourceKey | None:
     if not unjudged:
         return None
     return min(unjudged, key=lambda key: (members[key].since or 0, key))
+
+
+def group_verdict(
+    members: Mapping[SourceKey, WaveRecord], key: SourceKey, record: WaveRecord
+) -> tuple[SourceKey, WaveRecord] | None:
+    """The verdict of the group's change that ``record`` (unjudged) belongs to, and the
+    member it was first written on (the pilot, recorded first): a member whose own change
+    was recorded no later than ``record``, judged no earlier than ``record`` was recorded.
+    A source the verdict is still being spread to takes it, rather than judging a first
+    wave of its own. The verdict's time is whole seconds: a halt also takes what was
+    recorded in its second, a release does not (that source tries its own first wave)."""
+    if record.state or record.since is None:
+        return None
+    joined = [
+        (known.since, member, known)
+        for member, known in members.items()
+        if member != key
+        and known.state
+        and known.at is not None
+        and known.since is not None
+        and known.since <= record.since <= known.at + (1 if known.state == HALTED else 0)
+    ]
+    if not joined:
+        return None
+    _, member, known = min(joined)
+    return member, known

@@ -230,6 +230,12 @@ class Breaker:
         self.groups.record((namespace, kind, name), record)
         if record is None or record.state == RELEASED:
             return record
+        if record.group and not record.state:
+            joined = waves.group_verdict(
+                self.groups.members(record.group), (namespace, kind, name), record
+            )
+            if joined is not None:  # the group's verdict, not spread to this source yet
+                return self._join(namespace, kind, name, state, record, joined, now)
         if not record.state and self._pilot((namespace, kind, name), record) is not None:
             return record  # another source's first wave judges it
         with self._judging:
@@ -255,6 +261,25 @@ class Breaker:
             if record.group and written is not None and written.state == verdict:
                 self._spread(record.group, (namespace, kind, name), written, now)
             return written
+
+    def _join(
+        self,
+        namespace: str,
+        kind: str,
+        name: str,
+        state: SourceState,
+        record: WaveRecord,
+        joined: tuple[waves.SourceKey, WaveRecord],
+        now: dt.datetime,
+    ) -> WaveRecord | None:
+        """The group's verdict on this source, written as the pilot's spread writes it; it
+        answers even when the write lost to the spread's (the next read shows that one)."""
+        (pilot_namespace, pilot_kind, pilot_name), verdict = joined
+        where = f"{pilot_namespace}/{SOURCE_KINDS[pilot_kind]}/{pilot_name}"
+        why = f"with its rollout group {record.group}, whose first wave ({where}) decided: "
+        judged = record.judged(verdict.state, now, why + verdict.why.split(" decided: ")[-1])
+        self._write(namespace, kind, name, state, judged, "group")
+        return judged
 
     def _spread(
         self, group: str, pilot: waves.SourceKey, verdict: WaveRecord, now: dt.datetime
