@@ -21,6 +21,7 @@ from restarter.restarting.blocking import Blockers, HoldBlocker, gate_blockers
 from restarter.restarting.breaker import Breaker
 from restarter.restarting.checking import ObjectLog, SourceChecks
 from restarter.restarting.finalizer_release import FinalizerReleaser, ReleaseFailed
+from restarter.restarting.judging_waits import JudgingWaits
 from restarter.restarting.observing import PacerSweeper, WorkloadObserver
 from restarter.restarting.pacing import Pacer
 from restarter.restarting.rollout_groups import RolloutGroups
@@ -82,6 +83,7 @@ class Components:
         # Sources sharing a rollout group, seen by the source flow, judged by the breaker.
         self.groups = RolloutGroups()
         self.blockers = blockers(settings, api, self.groups)
+        self.waits = JudgingWaits()
         # Notifications of the Events the Event path posts (their URLs carry tokens).
         self.notifier = None
         if settings.notify_urls:
@@ -161,6 +163,7 @@ class Components:
             memo=memo,
             logger=logger,
             blockers=self.blockers,
+            waits=self.waits,
         )
 
     def _check_in_scope(self, kind: str, namespace: str, name: str) -> None:

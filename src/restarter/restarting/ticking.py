@@ -192,17 +192,28 @@ def _hand_back(timer: TimerContext, workload: Mapping[str, Any]) -> None:
 
 async def _blocked(timer: TimerContext, blockers: Blockers, workload: Mapping[str, Any]) -> bool:
     """True when a blocker keeps the due restart back. While only the circuit breaker's
-    judging of a first wave does (it lifts by itself), it is asked again every
-    ``PACING_POLL`` for up to one timer interval, so the rest of a change start within a
-    second of its release rather than a tick later."""
+    judging of a first wave does (it lifts by itself), it is asked again for up to one
+    timer interval, so the rest of a change start within a poll of its release rather than
+    a tick later: every ``PACING_POLL`` by one of the restarts that source holds, while the
+    others wait for that one (``JudgingWaits``)."""
     give_up = time.monotonic() + timer.settings.timer_interval
-    while True:
-        hold = await asyncio.to_thread(_ask, timer, blockers, workload)
-        if hold is None:
-            return False
-        if not hold.judging or time.monotonic() >= give_up:
-            return True
-        await asyncio.sleep(PACING_POLL)
+    namespace = workload["metadata"].get("namespace", "")
+    me = object()
+    try:
+        while True:
+            hold = await asyncio.to_thread(_ask, timer, blockers, workload)
+            left = give_up - time.monotonic()
+            if hold is None:
+                return False
+            if not hold.judging or left <= 0:
+                return True
+            if timer.waits is None or timer.waits.asks((namespace, hold.name), me):
+                await asyncio.sleep(min(PACING_POLL, left))
+            else:
+                await timer.waits.wait((namespace, hold.name), left)
+    finally:
+        if timer.waits is not None:
+            timer.waits.leave(me)
 
 
 def _ask(timer: TimerContext, blockers: Blockers, workload: Mapping[str, Any]) -> Hold | None:

@@ -15,6 +15,7 @@ from restarter.model.kinds import WORKLOAD_KINDS
 from restarter.model.resource_versions import compare_versions
 from restarter.restarting import pacing
 from restarter.restarting.blocking import Blockers
+from restarter.restarting.judging_waits import JudgingWaits
 from restarter.services.kube.api import Api
 from restarter.services.settings import Settings
 
@@ -122,6 +123,10 @@ class TimerContext:
     blockers: Blockers | None = None
     """What may keep a due restart back (holds, gates, the circuit breaker), asked in
     order; None asks none."""
+
+    waits: JudgingWaits | None = None
+    """Shared by every timer: the restarts held while a first wave is judged wait for one
+    of them to ask again (None: each asks for itself)."""
 
     @property
     def kind(self) -> str:
