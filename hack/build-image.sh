@@ -6,7 +6,9 @@
 # Output: OCI archives in $RESTARTER_CACHE/images (default ~/.cache/restarter/images), tagged
 # localhost/<name>:<tag>; restarter's tag is the chart's appVersion. A second run with the same
 # sources builds nothing; a change to Dockerfile, pyproject.toml, README.md, src/ or the locked
-# requirements/ (hack/lock.sh) rebuilds it.
+# requirements/ (hack/lock.sh) rebuilds it. restarter's archive is named by its sources' hash,
+# and .image-archive in the checkout names the one built from it: clones and worktrees that
+# share the cache never run one another's image.
 #
 #   hack/build-image.sh            the four images, each a numbered step (hack/lib/steps.sh)
 #   hack/build-image.sh --count    how many steps that is
@@ -50,10 +52,10 @@ fi
 
 # -- restarter, from the Dockerfile ------------------------------------------------------
 IMAGE="localhost/restarter:$VERSION"
-ARCHIVE="$OUT/restarter-$VERSION.oci.tar"
 source_hash="$( (echo "$BASE"; tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner \
   --exclude=__pycache__ --exclude='*.egg-info' -cf - Dockerfile .dockerignore pyproject.toml README.md requirements src) \
   | sha256sum | cut -c1-16)"
+ARCHIVE="$OUT/restarter-$VERSION-$source_hash.oci.tar"
 build_restarter() {
   local pip_ca=() ca
   # Behind a TLS-inspecting proxy the host's pip trusts a CA that the base does not know.
@@ -66,15 +68,17 @@ build_restarter() {
   rm -f "$ARCHIVE.tmp"
   "${BUILDAH[@]}" push --quiet "$IMAGE" "oci-archive:$ARCHIVE.tmp:$IMAGE"
   mv "$ARCHIVE.tmp" "$ARCHIVE"
-  echo "$source_hash" >"$ARCHIVE.source"
   "${BUILDAH[@]}" rmi --prune || true
+  # The six newest stay (other checkouts may run them); older ones go.
+  ls -t "$OUT"/restarter-"$VERSION"-*.oci.tar 2>/dev/null | tail -n +7 | xargs -r rm -f
   echo "built $IMAGE: $(du -m "$ARCHIVE" | cut -f1) MB archive"
 }
-if [[ -f "$ARCHIVE" && "$(cat "$ARCHIVE.source" 2>/dev/null)" == "$source_hash" ]]; then
+if [[ -f "$ARCHIVE" ]]; then
   step_cached "$IMAGE (buildah, the Dockerfile)"
 else
   step_run "$IMAGE (buildah, the Dockerfile)" "1.5 min" build_restarter
 fi
+echo "$ARCHIVE" >"$ROOT/.image-archive"
 
 # -- the node's pause image and the app, from busybox-static ------------------------------
 BUSYBOX=/bin/busybox

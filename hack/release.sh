@@ -38,8 +38,6 @@ fi
 for tool in skopeo helm; do
   command -v "$tool" >/dev/null || { echo "release: $tool is missing; hack/setup.sh installs it" >&2; exit 1; }
 done
-CACHE="${RESTARTER_CACHE:-$HOME/.cache/restarter}"
-ARCHIVE="$CACHE/images/restarter-$APP_VERSION.oci.tar"
 
 skopeo_opts=() helm_opts=()
 if [[ -n "${RELEASE_AUTHFILE:-}" ]]; then
@@ -53,6 +51,9 @@ fi
 
 # -- the image ----------------------------------------------------------------------------
 "$ROOT/hack/build-image.sh" >&2
+# The archive hack/build-image.sh built from this checkout's sources.
+ARCHIVE="$(cat "$ROOT/.image-archive" 2>/dev/null || true)"
+[[ -f "$ARCHIVE" ]] || { echo "release: hack/build-image.sh named no image built from this checkout" >&2; exit 1; }
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 IMAGE="$REGISTRY/restarter:$APP_VERSION"

@@ -30,11 +30,17 @@ def restarter_image() -> str:
     return f"{RESTARTER_REPOSITORY}:{app_version()}"
 
 
+#: Written by hack/build-image.sh: the path of the archive built from this checkout.
+BUILT = binaries.REPO_ROOT / ".image-archive"
+
+
 def archives() -> list[Path]:
-    """The three OCI archives, or MissingBinaries naming the script that builds them."""
+    """The three OCI archives (restarter's: the one built from this checkout's sources), or
+    MissingBinaries naming the script that builds them."""
     directory = binaries.cache_root() / "images"
+    built = BUILT.read_text().strip() if BUILT.is_file() else ""
     paths = [
-        directory / f"restarter-{app_version()}.oci.tar",
+        Path(built) if built else BUILT,
         directory / "restarter-pause-1.oci.tar",
         directory / "restarter-app-1.oci.tar",
     ]
