@@ -18,7 +18,7 @@ import pytz
 import yaml
 
 from restarter.model import keys, restart_decisions, stamps, windows
-from restarter.model.schedule import next_restart
+from restarter.model.windows import next_restart
 from restarter_cluster.cluster import Cluster
 from tests.conftest import REPO, Operator, wait_for
 from tests.integration.factories import deployment, encoded, env_from_secret, secret

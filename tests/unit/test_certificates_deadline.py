@@ -12,7 +12,7 @@ import pytest
 from restarter.commands import planning
 from restarter.model import certificates, keys, restart_decisions, timer_admission
 from restarter.model.restart_decisions import Action
-from restarter.model.schedule import ScheduleError
+from restarter.model.windows import ScheduleError
 from restarter.services.settings import Settings
 from tests.certificates import private_key, self_signed
 

@@ -9,8 +9,12 @@ from typing import Any
 import pytest
 
 from restarter.model import keys
-from restarter.model.schedule import AnyWindow, CronWindow, DailyWindow, Immediately, ScheduleError
 from restarter.model.windows import (
+    AnyWindow,
+    CronWindow,
+    DailyWindow,
+    Immediately,
+    ScheduleError,
     WindowRequest,
     format_length,
     from_mark,

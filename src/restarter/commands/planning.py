@@ -35,7 +35,7 @@ from typing import Any
 from restarter.model import certificates, holds, keys, restart_decisions, stamps, waves, windows
 from restarter.model.holds import Hold
 from restarter.model.kinds import WORKLOAD_KINDS
-from restarter.model.schedule import ScheduleError, next_restart, parse_zone
+from restarter.model.windows import ScheduleError, next_restart, parse_zone
 from restarter.services.settings import Settings
 
 WAITING = "waiting"  # the next restart is in the future

@@ -24,7 +24,7 @@ from typing import Any
 from cryptography import x509
 
 from restarter.model import keys
-from restarter.model.schedule import ScheduleError, parse_length
+from restarter.model.windows import ScheduleError, parse_length
 
 #: One PEM certificate block; other blocks (a private key) are never handed to the parser.
 _PEM_CERTIFICATE = re.compile(

@@ -13,14 +13,6 @@ from typing import Any
 
 from restarter.model import certificates, keys, kinds, waves
 from restarter.model.kinds import DEPLOYMENTS, Restart, WorkloadKind
-from restarter.model.schedule import (
-    Immediately,
-    ScheduleError,
-    Window,
-    earliest,
-    is_due,
-    next_restart,
-)
 from restarter.model.stamps import (
     MAX_RECORDED,
     Mark,
@@ -30,7 +22,15 @@ from restarter.model.stamps import (
     restarted_for,
     satisfied,
 )
-from restarter.model.windows import WindowDefaults
+from restarter.model.windows import (
+    Immediately,
+    ScheduleError,
+    Window,
+    WindowDefaults,
+    earliest,
+    is_due,
+    next_restart,
+)
 
 
 class Action(enum.Enum):

@@ -12,8 +12,7 @@ from typing import Any
 
 from restarter.model import keys, windows
 from restarter.model.references import SOURCE_KINDS, KeyNames
-from restarter.model.schedule import ScheduleError
-from restarter.model.windows import WindowDefaults, WindowRequest
+from restarter.model.windows import ScheduleError, WindowDefaults, WindowRequest
 
 
 def stamp_patch(

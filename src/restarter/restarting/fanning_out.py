@@ -22,7 +22,7 @@ from restarter.model import (
 from restarter.model.fan_out import FanOut
 from restarter.model.kinds import WORKLOAD_KINDS
 from restarter.model.references import SOURCE_KINDS
-from restarter.model.schedule import next_restart, parse_zone
+from restarter.model.windows import next_restart, parse_zone
 from restarter.restarting.source_context import SourceContext
 from restarter.services import metrics
 from restarter.services.events import Direct
