@@ -42,13 +42,10 @@ from restarter.model.windows.requests import (
     ORIGINS,
     WindowDefaults,
     WindowRequest,
-    change_of_mark,
     from_mark,
     from_mark_fields,
     from_source,
     from_workload,
-    keys_of_mark,
-    source_of_mark,
 )
 
 __all__ = [
@@ -70,7 +67,6 @@ __all__ = [
     "Window",
     "WindowDefaults",
     "WindowRequest",
-    "change_of_mark",
     "daily_starts",
     "earliest",
     "format_length",
@@ -79,12 +75,10 @@ __all__ = [
     "from_source",
     "from_workload",
     "is_due",
-    "keys_of_mark",
     "local_start",
     "next_restart",
     "parse_cron",
     "parse_hhmm",
     "parse_length",
     "parse_zone",
-    "source_of_mark",
 ]

@@ -256,38 +256,3 @@ def from_mark_fields(
         raise ScheduleError(f"mark {value!r} is not a window restarter wrote") from None
     request.window()
     return request
-
-
-def _mark_field(value: str, name: str) -> str | None:
-    if not value.startswith("{"):
-        return None
-    try:
-        field = json.loads(value).get(name)
-    except (ValueError, AttributeError):
-        return None
-    return field if isinstance(field, str) else None
-
-
-def source_of_mark(value: str) -> str | None:
-    """The ``Kind/name`` a mark names, if it is one of ours in JSON form."""
-    return _mark_field(value, "source")
-
-
-def change_of_mark(value: str) -> str | None:
-    """The id of the source's change a mark is for; None for marks written before ids."""
-    return _mark_field(value, "change")
-
-
-def keys_of_mark(value: str) -> tuple[tuple[str, ...], int] | None:
-    """The changed keys a mark names and how many more it left out; None when it names
-    none (the keys were unknown, or restarter wrote it before key-level dependencies)."""
-    if not value.startswith("{"):
-        return None
-    try:
-        fields = json.loads(value)
-        names, more = fields.get("keys"), fields.get("moreKeys", 0)
-    except (ValueError, AttributeError):
-        return None
-    if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
-        return None
-    return tuple(names), more if isinstance(more, int) and more > 0 else 0
