@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from restarter.model import keys, windows
-from restarter.model.schedule import ScheduleError
+from restarter.model.windows import ScheduleError
 from restarter.services import settings as restarter_settings
 from restarter_cluster.cluster import Cluster
 from tests.conftest import Operator, wait_for

@@ -22,7 +22,7 @@ import pytest
 import pytz
 import yaml
 
-from restarter.model import keys, stamps
+from restarter.model import keys, pending
 from restarter_cluster.binaries import cache_dir, locate
 from restarter_cluster.cluster import Cluster
 from tests.conftest import REPO, Operator, wait_for
@@ -106,7 +106,7 @@ def kubeconfig_with_two_contexts(cluster: Cluster, path: Path) -> Path:
 
 def pending_marks(read: Callable[[], Any]) -> dict[str, str] | None:
     annotations: dict[str, str] = read().metadata.annotations or {}
-    return annotations if stamps.pending_marks(annotations) else None
+    return annotations if pending.read(annotations).marks else None
 
 
 def test_the_krew_manifest_follows_krews_rules(plugin: Plugin) -> None:

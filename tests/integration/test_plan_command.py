@@ -17,8 +17,8 @@ import pytest
 import pytz
 import yaml
 
-from restarter.model import keys, restart_decisions, stamps, windows
-from restarter.model.schedule import next_restart
+from restarter.model import keys, pending, windows
+from restarter.model.windows import next_restart
 from restarter_cluster.cluster import Cluster
 from tests.conftest import REPO, Operator, wait_for
 from tests.integration.factories import deployment, encoded, env_from_secret, secret
@@ -86,19 +86,20 @@ def checksum_recorded(read: Callable[[], Any]) -> bool:
 def pending_annotations(read: Callable[[], Any], sources: int) -> dict[str, str] | None:
     """The workload's annotations once it carries ``sources`` pending marks."""
     annotations: dict[str, str] = read().metadata.annotations or {}
-    return annotations if len(stamps.pending_marks(annotations)) == sources else None
+    return annotations if len(pending.read(annotations).marks) == sources else None
 
 
 def expected_rows(
     namespace: str, kind: str, name: str, annotations: dict[str, str], now: dt.datetime
 ) -> dict[str, dict[str, Any]]:
     """What plan must say about one workload, by source, computed from its annotations."""
-    last = restart_decisions.last_restart(annotations, now)
+    state = pending.read(annotations)
+    last = state.last_restart(now)
     by_source = {}
-    for mark in stamps.pending_marks(annotations):
-        assert mark.window is not None and mark.since is not None
-        request = windows.from_mark(mark.window, UNUSED_DEFAULT_ZONE, HOUR)
-        by_source[windows.source_of_mark(mark.window)] = {
+    for mark in state.marks:
+        assert mark.value is not None and mark.since is not None
+        request = windows.from_mark(mark.value, UNUSED_DEFAULT_ZONE, HOUR)
+        by_source[mark.source] = {
             "namespace": namespace,
             "kind": kind,
             "name": name,

@@ -10,9 +10,9 @@ import json
 import pytest
 
 from restarter.commands import planning
-from restarter.model import certificates, keys, restart_decisions, timer_admission
+from restarter.model import certificates, keys, pending, restart_decisions, timer_admission
 from restarter.model.restart_decisions import Action
-from restarter.model.schedule import ScheduleError
+from restarter.model.windows import ScheduleError
 from restarter.services.settings import Settings
 from tests.certificates import private_key, self_signed
 
@@ -108,7 +108,7 @@ def test_a_workload_pending_for_several_changes_keeps_the_earliest_deadline() ->
         NOW + HOUR, NOW + 2 * HOUR, "Secret/other"
     )
     annotations[f"{keys.DEADLINE}/garbage"] = "{}"
-    found = certificates.earliest_deadline(annotations)
+    found = pending.read(annotations).deadline
     assert found == certificates.Deadline(NOW + HOUR, NOW + 2 * HOUR, "Secret/other")
 
 

@@ -10,9 +10,10 @@ import pytest
 
 from restarter.commands import planning
 from restarter.model import keys
+from restarter.model.pending import read, restarted_for
 from restarter.model.restart_decisions import Action, decide_restart
 from restarter.model.source_changes import begin_change_patch, change_id, checksum_patch
-from restarter.model.stamps import pending_marks, restarted_for, stamp_patch
+from restarter.model.stamps import stamp_patch
 from restarter.model.windows import WindowRequest
 from restarter.services.settings import Settings
 
@@ -80,7 +81,7 @@ def test_beginning_records_id_and_checksum_and_recording_the_checksum_ends_the_c
 def test_a_stamp_names_its_change_and_carries_nothing_derived_from_the_data() -> None:
     request = WindowRequest("03.00", "UTC", HOUR)
     patch = stamp_patch("secret", "db", NOW, request, "812")
-    [mark] = pending_marks(patch["metadata"]["annotations"])
+    [mark] = read(patch["metadata"]["annotations"]).marks
     assert mark.change == "812"
     assert "sha256" not in json.dumps(patch)
 

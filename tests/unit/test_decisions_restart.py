@@ -5,17 +5,17 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import pytz
 
-from restarter.model import keys
+from restarter.model import keys, pending
 from restarter.model.checksums import checksum
 from restarter.model.limits import Limits
-from restarter.model.restart_decisions import Action, decide_restart, last_restart
+from restarter.model.restart_decisions import Action, decide_restart
 from restarter.model.source_changes import Change, classify
-from restarter.model.stamps import Mark, has_pending, pending_marks, stamp_patch
+from restarter.model.stamps import has_pending, stamp_patch
 from restarter.model.timer_admission import label_repair
 from restarter.model.windows import WindowRequest
 from restarter.restarting.pacing import Pacer
@@ -28,6 +28,28 @@ HOUR = dt.timedelta(hours=1)
 SETTINGS = Settings(timezone="Europe/Warsaw", window_length=HOUR)
 RFC3339_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 DATA = {"password": "aHVudGVyMg=="}
+
+
+class Mark(NamedTuple):
+    """What a mark read back pairs: its token, pending time, window mark and change."""
+
+    token: str
+    since: int | None
+    window: str | None
+    change: str | None = None
+
+
+def pending_marks(annotations: dict[str, str] | None) -> list[Mark]:
+    return [
+        Mark(mark.token, mark.since, mark.value, mark.change)
+        for mark in pending.read(annotations).marks
+    ]
+
+
+def last_restart(annotations: dict[str, str], now: dt.datetime) -> dt.datetime | None:
+    return pending.read(annotations).last_restart(now)
+
+
 SEEN = "1796000000"
 
 

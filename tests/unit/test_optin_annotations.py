@@ -11,7 +11,7 @@ import pytest
 from restarter.cluster.reference_map import ReferenceMap, uses_of
 from restarter.model import keys, windows
 from restarter.model.optin import OptIn, opt_in
-from restarter.model.schedule import ScheduleError
+from restarter.model.windows import ScheduleError
 
 HOUR = dt.timedelta(hours=1)
 

@@ -13,7 +13,7 @@ from restarter.commands import planning
 from restarter.commands.plan_at import parse_at
 from restarter.model import keys, restart_decisions
 from restarter.model.restart_decisions import Action
-from restarter.model.schedule import ScheduleError
+from restarter.model.windows import ScheduleError
 from restarter.services.settings import Settings
 
 WARSAW, LORD_HOWE = "Europe/Warsaw", "Australia/Lord_Howe"

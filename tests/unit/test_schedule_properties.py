@@ -13,7 +13,7 @@ import pytz
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from restarter.model.schedule import CronWindow, DailyWindow, Window, is_due
+from restarter.model.windows import CronWindow, DailyWindow, Window, is_due
 
 UTC = pytz.UTC
 ZONES = [

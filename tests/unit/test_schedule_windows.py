@@ -12,7 +12,7 @@ import datetime as dt
 import pytest
 import pytz
 
-from restarter.model.schedule import (
+from restarter.model.windows import (
     DailyWindow,
     ScheduleError,
     earliest,

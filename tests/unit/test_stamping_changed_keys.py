@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from restarter.cluster.reference_map import ReferenceMap, references_of
-from restarter.model import keys, reasons, source_changes, windows
+from restarter.model import keys, pending, reasons, source_changes, windows
 from restarter.model.checksums import checksum, key_digests, new_salt, read_key_digests
 from restarter.restarting import source_context, stamping
 from restarter.services import events
@@ -221,5 +221,9 @@ def test_a_mark_names_at_most_mark_keys_changed_keys() -> None:
     request = windows.WindowRequest("03.00", "UTC", dt.timedelta(hours=1))
     many = [f"k{i:02}" for i in range(windows.MARK_KEYS + 5)]
     mark = request.to_mark("Secret/db", "812", many)
-    assert windows.keys_of_mark(mark) == (tuple(many[: windows.MARK_KEYS]), 5)
-    assert windows.keys_of_mark(request.to_mark("Secret/db", "812")) is None
+    assert pending.parse_mark("secret.db", None, mark).named_keys == (
+        tuple(many[: windows.MARK_KEYS]),
+        5,
+    )
+    unnamed = pending.parse_mark("secret.db", None, request.to_mark("Secret/db", "812"))
+    assert unnamed.named_keys is None

@@ -9,13 +9,17 @@ from typing import Any
 import pytest
 
 from restarter.model import keys
-from restarter.model.schedule import AnyWindow, CronWindow, DailyWindow, Immediately, ScheduleError
+from restarter.model.pending import parse_mark
 from restarter.model.windows import (
+    AnyWindow,
+    CronWindow,
+    DailyWindow,
+    Immediately,
+    ScheduleError,
     WindowRequest,
     format_length,
     from_mark,
     from_source,
-    source_of_mark,
 )
 
 HOUR = dt.timedelta(hours=1)
@@ -130,7 +134,7 @@ def test_each_request_builds_its_window(request_: WindowRequest, window_type: ty
 def test_a_mark_carries_the_request_exactly(request_: WindowRequest) -> None:
     mark = request_.to_mark("Secret/db")
     assert from_mark(mark, "UTC", dt.timedelta(hours=5)) == request_
-    assert source_of_mark(mark) == "Secret/db"
+    assert parse_mark("secret.db", None, mark).source == "Secret/db"
 
 
 def test_a_now_mark_reads_back_as_now() -> None:

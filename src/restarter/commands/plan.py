@@ -19,7 +19,7 @@ from restarter.commands import plan_holds, planning
 from restarter.commands.plan_at import parse_at
 from restarter.model.gates import GateSettings
 from restarter.model.kinds import KINDS, WORKLOAD_KINDS
-from restarter.model.schedule import ScheduleError
+from restarter.model.windows import ScheduleError
 from restarter.services.kube import requesting
 from restarter.services.kube.api import Api
 from restarter.services.kube.connecting import KubeconfigError, client_from_kubeconfig

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from restarter.model.schedule import ScheduleError, local_start, parse_zone
+from restarter.model.windows import ScheduleError, local_start, parse_zone
 
 
 def parse_at(text: str) -> dt.datetime:

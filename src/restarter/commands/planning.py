@@ -32,10 +32,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from restarter.model import certificates, holds, keys, restart_decisions, stamps, waves, windows
+from restarter.model import certificates, holds, keys, pending, restart_decisions, stamps, waves
 from restarter.model.holds import Hold
 from restarter.model.kinds import WORKLOAD_KINDS
-from restarter.model.schedule import ScheduleError, next_restart, parse_zone
+from restarter.model.pending import PendingMark, PendingState
+from restarter.model.windows import next_restart, parse_zone
 from restarter.services.settings import Settings
 
 WAITING = "waiting"  # the next restart is in the future
@@ -88,41 +89,26 @@ class PlanRow:
     notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class _ReadMark:
-    mark: stamps.Mark
-    source: str
-    request: windows.WindowRequest | None
-    problem: str | None
-    named_keys: tuple[tuple[str, ...], int] | None
-    """The changed keys the mark names, and how many more it left out; None: unknown."""
-
-
-def _read(mark: stamps.Mark, defaults: Settings) -> _ReadMark:
-    source = (windows.source_of_mark(mark.window) if mark.window else None) or mark.token
-    named = windows.keys_of_mark(mark.window) if mark.window else None
-    try:
-        return _ReadMark(mark, source, stamps.mark_window(mark, defaults), None, named)
-    except ScheduleError as error:
-        return _ReadMark(mark, source, None, str(error), named)
+def _source(mark: PendingMark) -> str:
+    return mark.source or mark.token
 
 
 def _notes(
-    read: _ReadMark, annotations: Mapping[str, str], restarted_by: str | None
+    mark: PendingMark, annotations: Mapping[str, str], restarted_by: str | None
 ) -> tuple[str, ...]:
     notes = []
-    if read.mark.since is None:
-        if f"{keys.PENDING_MARK}/{read.mark.token}" in annotations:
+    if mark.since is None:
+        if f"{keys.PENDING_MARK}/{mark.token}" in annotations:
             notes.append("pending-restart mark is not epoch seconds")
         else:
             notes.append("restart-at mark without its pending-restart mark")
-    if read.problem is not None:
-        notes.append(f"unreadable mark: {read.problem}")
-    if read.named_keys is not None and read.named_keys[1]:
-        notes.append(f"and {read.named_keys[1]} more changed key(s)")
-    if restarted_by is not None and restarted_by != read.source:
+    if mark.problem is not None:
+        notes.append(f"unreadable mark: {mark.problem}")
+    if mark.named_keys is not None and mark.named_keys[1]:
+        notes.append(f"and {mark.named_keys[1]} more changed key(s)")
+    if restarted_by is not None and restarted_by != _source(mark):
         # One rollout clears every mark, so another source's window decides for this one.
-        verb = "dropped when it restarts" if read.problem else "restarts"
+        verb = "dropped when it restarts" if mark.problem else "restarts"
         notes.append(f"{verb} with {restarted_by}")
     return tuple(notes)
 
@@ -150,23 +136,22 @@ class _Workload:
 
 
 def _workload(
-    workload: Mapping[str, Any], reads: list[_ReadMark], now: dt.datetime, hold: Hold | None
+    workload: Mapping[str, Any], state: PendingState, now: dt.datetime, hold: Hold | None
 ) -> _Workload:
     metadata = workload.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
-    last = restart_decisions.last_restart(annotations, now)
-    recorded = stamps.restarted_for(annotations)
-    done = frozenset(read.mark.token for read in reads if stamps.satisfied(read.mark, recorded))
+    last = state.last_restart(now)
+    done = frozenset(m.token for m in state.marks if m.satisfied(state.restarted_for))
     restarts = {
-        read.source: next_restart(read.request.window(), now, last)
-        for read in reads
-        if read.request is not None and read.mark.token not in done
+        _source(mark): next_restart(mark.request.window(), now, last)
+        for mark in state.marks
+        if mark.request is not None and mark.token not in done
     }
     # Ties go to the first source by name, so the note is stable.
     restarted_by = min(sorted(restarts), key=lambda source: restarts[source], default=None)
     restart_at = None if restarted_by is None else restarts[restarted_by]
     # A certificate deadline moves the restart before its window (as the timer decides).
-    early = certificates.earliest_deadline(annotations)
+    early = state.deadline
     if early is not None and restart_at is not None and early.at < restart_at:
         restart_at = early.at
     else:
@@ -178,21 +163,21 @@ def _workload(
         restarted_by=restarted_by,
         restart_at=restart_at,
         early=early,
-        quiet=restart_decisions.quiet_until([read.mark for read in reads]),
-        opted_out=stamps.opted_out(annotations),
+        quiet=restart_decisions.quiet_until(state.marks),
+        opted_out=state.opted_out,
         paused=bool((workload.get("spec") or {}).get("paused")),
         hold=hold,
     )
 
 
-def _state(read: _ReadMark, of: _Workload, now: dt.datetime) -> tuple[str, list[str]]:
+def _state(mark: PendingMark, of: _Workload, now: dt.datetime) -> tuple[str, list[str]]:
     """One row's state, and the notes that say why (beyond those of its mark)."""
     hold, restart_at = of.hold, of.restart_at
     if of.opted_out:
         return OPTED_OUT, [f"{keys.IGNORE} is true: the marks are dropped, nothing restarts"]
-    if read.mark.token in of.done:
+    if mark.token in of.done:
         return DONE, ["already restarted for this change: the mark is dropped"]
-    if read.request is None:
+    if mark.request is None:
         return INVALID, []
     if of.paused:
         return PAUSED, ["paused: a due restart waits until the Deployment is resumed"]
@@ -226,42 +211,41 @@ def workload_rows(
     metadata = workload.get("metadata") or {}
     if not stamps.has_pending(metadata.get("annotations")):
         return []
-    reads = [_read(mark, defaults) for mark in stamps.pending_marks(metadata["annotations"])]
-    of = _workload(workload, reads, now, hold)
+    state = pending.read(metadata["annotations"], defaults)
+    of = _workload(workload, state, now, hold)
     rows = []
-    for read in reads:
-        notes = list(_notes(read, of.annotations, None if of.opted_out else of.restarted_by))
-        pending = not of.opted_out and read.mark.token not in of.done
-        if of.early is not None and pending:
+    for mark in state.marks:
+        notes = list(_notes(mark, of.annotations, None if of.opted_out else of.restarted_by))
+        waiting = not of.opted_out and mark.token not in of.done
+        if of.early is not None and waiting:
             notes.append(of.early.describe(now))
-        wave = waves.wave_of_mark(read.mark.window)
-        if wave is not None and read.mark.token not in of.done:
+        if mark.wave is not None and mark.token not in of.done:
             notes.append(
-                "first wave of its change" if wave == waves.FIRST else "after its first wave"
+                "first wave of its change" if mark.wave == waves.FIRST else "after its first wave"
             )
-        state, why = _state(read, of, now)
-        rows.append(_row(plural, metadata, read, of, state, (*notes, *why)))
+        row_state, why = _state(mark, of, now)
+        rows.append(_row(plural, metadata, mark, of, row_state, (*notes, *why)))
     return rows
 
 
 def _row(
     plural: str,
     metadata: Mapping[str, Any],
-    read: _ReadMark,
+    mark: PendingMark,
     of: _Workload,
     state: str,
     notes: tuple[str, ...],
 ) -> PlanRow:
-    request = read.request
-    since = read.mark.since
+    request = mark.request
+    since = mark.since
     return PlanRow(
         namespace=of.namespace,
         kind=WORKLOAD_KINDS[plural],
         name=metadata.get("name", ""),
-        source=read.source,
-        mark=read.mark.token,
+        source=_source(mark),
+        mark=mark.token,
         changed_at=None if since is None else dt.datetime.fromtimestamp(since, dt.UTC),
-        changed_keys=None if read.named_keys is None else read.named_keys[0],
+        changed_keys=None if mark.named_keys is None else mark.named_keys[0],
         window=None if request is None else request.describe(),
         window_from=None if request is None else request.origin,
         timezone=None if request is None else request.timezone,

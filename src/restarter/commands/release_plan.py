@@ -12,7 +12,7 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from restarter.model.schedule import ScheduleError, parse_length
+from restarter.model.windows import ScheduleError, parse_length
 
 COMMAND = "release-finalizers"
 DESCRIPTION = "Stop the operator, then remove its finalizer from every workload."

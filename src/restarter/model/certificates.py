@@ -7,7 +7,8 @@ When restarter records a source's checksum it also records the earliest X.509
 one); a private key or any other value is never read into it, and an expiry is public.
 On a change, the dependents still run the old data, so the recorded expiry is theirs: each
 is stamped with a deadline (that expiry less a margin), one annotation key per deadline, so
-a workload still pending when the source changes again keeps the earliest.
+a workload still pending when the source changes again keeps the earliest
+(``model.pending`` reads it back).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 from cryptography import x509
 
 from restarter.model import keys
-from restarter.model.schedule import ScheduleError, parse_length
+from restarter.model.windows import ScheduleError, parse_length
 
 #: One PEM certificate block; other blocks (a private key) are never handed to the parser.
 _PEM_CERTIFICATE = re.compile(
@@ -160,26 +161,3 @@ def stamp_deadline(
         separators=(",", ":"),
     )
     return {f"{keys.DEADLINE}/{int(at.timestamp())}": value}
-
-
-def earliest_deadline(annotations: Mapping[str, str] | None) -> Deadline | None:
-    """The earliest deadline stamped on a workload (marks of every change it waits for);
-    None when it has none that can be read."""
-    earliest: Deadline | None = None
-    prefix = keys.DEADLINE + "/"
-    for key, value in (annotations or {}).items():
-        if not key.startswith(prefix):
-            continue
-        seconds = keys.epoch_seconds(key[len(prefix) :])
-        try:
-            fields = json.loads(value)
-            not_after = parse_instant(fields.get("notAfter"))
-            source = fields.get("source")
-        except (ValueError, AttributeError):
-            continue
-        if seconds is None or not_after is None or not isinstance(source, str):
-            continue
-        deadline = Deadline(dt.datetime.fromtimestamp(seconds, dt.UTC), not_after, source)
-        if earliest is None or deadline.at < earliest.at:
-            earliest = deadline
-    return earliest

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple, Protocol
 from restarter.model import stamps, waves, windows
 from restarter.model.optin import OptIn
 from restarter.model.references import KeyNames
-from restarter.model.schedule import ScheduleError
+from restarter.model.windows import ScheduleError
 
 #: A dependent workload: (resource plural, name).
 Dependent = tuple[str, str]

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from restarter.model import keys, kinds, stamps
+from restarter.model import keys, kinds, pending
 from restarter.model.progress import Progress
 
 #: Container waiting reasons that mean the new value (or the pod) cannot run.
@@ -118,10 +118,10 @@ def assess(
     if workload is None:
         return Verdict(Health.GONE, "deleted")
     annotations = (workload.get("metadata") or {}).get("annotations") or {}
-    recorded = stamps.restarted_for(annotations)
+    recorded = pending.restarted_for(annotations)
     if recorded.get(token) != change:
-        pending = f"{keys.PENDING_MARK}/{token}" in annotations
-        return Verdict(Health.WAITING, "not restarted yet") if pending else Verdict(Health.GONE)
+        marked = f"{keys.PENDING_MARK}/{token}" in annotations
+        return Verdict(Health.WAITING, "not restarted yet") if marked else Verdict(Health.GONE)
     restarted = float(keys.epoch_seconds(annotations.get(keys.RESTART_TS)) or 0)
     status = workload.get("status") or {}
     if plural == "rollouts" and status.get("phase") == "Degraded":

@@ -7,30 +7,22 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from restarter.model import certificates, keys, kinds, waves
+from restarter.model import certificates, keys, kinds, pending
 from restarter.model.kinds import DEPLOYMENTS, Restart, WorkloadKind
-from restarter.model.schedule import (
+from restarter.model.pending import PendingMark, PendingState
+from restarter.model.stamps import MAX_RECORDED
+from restarter.model.windows import (
     Immediately,
-    ScheduleError,
     Window,
+    WindowDefaults,
     earliest,
     is_due,
     next_restart,
 )
-from restarter.model.stamps import (
-    MAX_RECORDED,
-    Mark,
-    mark_window,
-    opted_out,
-    pending_marks,
-    restarted_for,
-    satisfied,
-)
-from restarter.model.windows import WindowDefaults
 
 
 class Action(enum.Enum):
@@ -65,57 +57,33 @@ class RestartDecision:
     restarts at this instant if a window is still open then."""
 
 
-#: Seconds a ``restart-ts`` may lie ahead of ``now`` and still be restarter's own: the
-#: clocks of two replicas, or a ``now`` read before the restart's (the pacer's streams).
-RESTART_TS_AHEAD = 60
-
-
-def last_restart_seconds(annotations: Mapping[str, str] | None, now: float) -> int | None:
-    """restarter's last restart of a workload (``restart-ts``, epoch seconds): the one
-    reader of that annotation, for the timer's decision, ``plan`` and pacing alike.
-
-    None without one, and for a value more than ``RESTART_TS_AHEAD`` seconds after
-    ``now``: restarter did not write it (it writes its own ``now``), and it is ignored
-    rather than allowed to block every window (and hold a pacing slot) until then.
-    """
-    seconds = keys.epoch_seconds((annotations or {}).get(keys.RESTART_TS))
-    if seconds is None or seconds > now + RESTART_TS_AHEAD:
-        return None
-    return seconds
-
-
-def last_restart(annotations: Mapping[str, str], now: dt.datetime) -> dt.datetime | None:
-    """``last_restart_seconds`` as an instant."""
-    seconds = last_restart_seconds(annotations, now.timestamp())
-    return None if seconds is None else dt.datetime.fromtimestamp(seconds, dt.UTC)
-
-
 def decide_restart(
     workload: Mapping[str, Any], defaults: WindowDefaults, now: dt.datetime
 ) -> RestartDecision:
-    """Restart now, wait, or report why not; the patch is one atomic merge patch."""
+    """Restart now, wait, or report why not; the patch is one atomic merge patch. The
+    workload's pending state is read once (``pending.read``); every step reads that."""
     metadata = workload.get("metadata", {})
     annotations = metadata.get("annotations") or {}
     kind = kinds.of_body(workload)
-    marks = pending_marks(annotations)
-    sources = tuple(mark.token for mark in marks)
-    if opted_out(annotations):
+    state = pending.read(annotations, defaults)
+    sources = state.tokens
+    if state.opted_out:
         return RestartDecision(
             Action.OPTED_OUT, patch=clear_patch(annotations, metadata, kind), sources=sources
         )
     # A mark stamped again for a change this workload already restarted for (a fan-out
     # resumed after a crash, or retried after a refused stamp) asks for nothing.
-    recorded = restarted_for(annotations)
-    marks = [mark for mark in marks if not satisfied(mark, recorded)]
+    marks = state.unsatisfied()
     if not marks:
         return RestartDecision(
             Action.SATISFIED, patch=clear_patch(annotations, metadata, kind), sources=sources
         )
-    requested, problems = _windows_of(marks, defaults)
+    requested = [(mark, mark.request.window()) for mark in marks if mark.request is not None]
+    problems = tuple(f"{mark.token}: {mark.problem}" for mark in marks if mark.problem)
     if not requested:
         return RestartDecision(Action.INVALID, sources=sources, problems=problems)
     next_start = earliest([window for _, window in requested], now).next_start(now)
-    timing = _timing(requested, marks, annotations, now)
+    timing = _timing(requested, marks, state, now)
     if timing.due is None:
         return RestartDecision(
             Action.WAIT,
@@ -129,9 +97,10 @@ def decide_restart(
         return RestartDecision(
             Action.PAUSED, next_start=next_start, sources=sources, problems=problems
         )
+    previous = _restarted_at_of(workload, kind)
     return RestartDecision(
         Action.RESTART,
-        patch=restart_patch(annotations, metadata, now, _restarted_at_of(workload, kind), kind),
+        patch=restart_patch(annotations, metadata, now, previous, kind, state=state),
         next_start=next_start,
         sources=sources,
         problems=problems,
@@ -139,20 +108,6 @@ def decide_restart(
         closes=timing.closes,
         deadline=timing.deadline,
     )
-
-
-def _windows_of(
-    marks: list[Mark], defaults: WindowDefaults
-) -> tuple[list[tuple[Mark, Window]], tuple[str, ...]]:
-    """The window each mark asks for, and what is wrong with those that cannot be read."""
-    requested: list[tuple[Mark, Window]] = []
-    problems: list[str] = []
-    for mark in marks:
-        try:
-            requested.append((mark, mark_window(mark, defaults).window()))
-        except ScheduleError as error:
-            problems.append(f"{mark.token}: {error}")
-    return requested, tuple(problems)
 
 
 @dataclass(frozen=True)
@@ -167,18 +122,18 @@ class _Timing:
 
 
 def _timing(
-    requested: list[tuple[Mark, Window]],
-    marks: list[Mark],
-    annotations: Mapping[str, str],
+    requested: list[tuple[PendingMark, Window]],
+    marks: list[PendingMark],
+    state: PendingState,
     now: dt.datetime,
 ) -> _Timing:
     """In order: a window open now (once its sources are quiet), a certificate deadline
     passed (it wins over the quiet time, and is never later than a window), or the
     earliest instant one of them can restart it."""
-    last = last_restart(annotations, now)
+    last = state.last_restart(now)
     open_now = [(mark, window) for mark, window in requested if is_due(window, now, last)]
     # A certificate deadline moves a restart before its window, never after it.
-    early = certificates.earliest_deadline(annotations)
+    early = state.deadline
     forced = early is not None and early.at <= now
     quiet_ends = quiet_until(marks)
     if open_now and quiet_ends is not None and now < quiet_ends and not forced:
@@ -194,14 +149,10 @@ def _timing(
     return _Timing(next_due=next_due if early is None else min(next_due, early.at))
 
 
-def quiet_until(marks: list[Mark]) -> dt.datetime | None:
-    """When every source of the marks has been quiet for its quiet time (each mark's own,
-    ``waves.quiet_of_mark``); None when no mark asks for one."""
-    ends = [
-        mark.since + quiet
-        for mark in marks
-        if mark.since is not None and (quiet := waves.quiet_of_mark(mark.window)) > 0
-    ]
+def quiet_until(marks: Iterable[PendingMark]) -> dt.datetime | None:
+    """When every source of the marks has been quiet for its quiet time (each mark's
+    own); None when no mark asks for one."""
+    ends = [mark.since + mark.quiet for mark in marks if mark.since is not None and mark.quiet > 0]
     return dt.datetime.fromtimestamp(max(ends), dt.UTC) if ends else None
 
 
@@ -216,7 +167,7 @@ def _restarted_at_of(workload: Mapping[str, Any], kind: WorkloadKind) -> str | N
 
 
 def _due_and_closes(
-    open_now: list[tuple[Mark, Window]], now: dt.datetime
+    open_now: list[tuple[PendingMark, Window]], now: dt.datetime
 ) -> tuple[dt.datetime, dt.datetime | None]:
     """The earliest instant the workload became due; the latest its open windows close."""
     starts: list[dt.datetime] = []
@@ -276,8 +227,11 @@ def restart_patch(
     now: dt.datetime,
     previous: str | None = None,
     kind: WorkloadKind = DEPLOYMENTS,
+    *,
+    state: PendingState | None = None,
 ) -> dict[str, Any]:
-    """restartedAt on the pod template, restart-ts, marks, label, finalizer: one request.
+    """restartedAt on the pod template, restart-ts, marks, label, finalizer: one request
+    (``state``: the annotations' pending state, when the caller has read it).
 
     A Rollout gets ``spec.restartAt`` instead: Argo Rollouts replaces its pods when that
     time is past and later than its ``status.restartedAt``. The changes the marks were
@@ -286,8 +240,9 @@ def restart_patch(
     """
     patch = clear_patch(annotations, metadata, kind)
     patch["metadata"]["annotations"][keys.RESTART_TS] = str(int(now.timestamp()))
-    now_for = {mark.token: mark.change for mark in pending_marks(annotations) if mark.change}
-    earlier = [item for item in restarted_for(annotations).items() if item[0] not in now_for]
+    state = state or pending.read(annotations)
+    now_for = {mark.token: mark.change for mark in state.marks if mark.change}
+    earlier = [item for item in state.restarted_for.items() if item[0] not in now_for]
     recorded = dict(earlier[: max(0, MAX_RECORDED - len(now_for))]) | now_for
     if recorded:
         patch["metadata"]["annotations"][keys.RESTARTED_FOR] = json.dumps(

@@ -27,8 +27,10 @@ from typing import Any
 from restarter.model import keys, kinds
 from restarter.model.health import Health, Verdict
 
-#: The wave of a mark (the mark JSON's ``wave``): the first, or the rest.
-FIRST, REST = 1, 2
+# The wave of a mark (the mark JSON's ``wave``): the first, or the rest. Read with the rest
+# of a mark by ``model.pending``, and named here too.
+from restarter.model.pending import FIRST as FIRST
+from restarter.model.pending import REST as REST
 
 #: At most this many workloads are named in a first wave (a percentage of thousands of
 #: dependents would not fit in one annotation, and a first wave that large tests little).
@@ -231,27 +233,6 @@ def record_patch(record: WaveRecord, resource_version: str | None = None) -> dic
     if resource_version is not None:
         metadata["resourceVersion"] = resource_version
     return {"metadata": metadata}
-
-
-def _mark_number(value: str | None, name: str) -> float | None:
-    if not value or not value.startswith("{"):
-        return None
-    try:
-        found = json.loads(value).get(name)
-    except (ValueError, AttributeError):
-        return None
-    return float(found) if isinstance(found, int | float) and not isinstance(found, bool) else None
-
-
-def wave_of_mark(value: str | None) -> int | None:
-    """The wave a mark is in (``FIRST`` or ``REST``); None when the change has no waves."""
-    wave = _mark_number(value, "wave")
-    return int(wave) if wave in (FIRST, REST) else None
-
-
-def quiet_of_mark(value: str | None) -> float:
-    """The quiet time a mark asks for, in seconds (0 when it names none)."""
-    return max(0.0, _mark_number(value, "quiet") or 0.0)
 
 
 def judge(record: WaveRecord, verdicts: Mapping[str, Verdict]) -> tuple[str, str, str]:

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from restarter.model import health, holds, keys, reasons, stamps, waves, windows
+from restarter.model import health, holds, keys, pending, reasons, waves
 from restarter.model.health import Health, Verdict
 from restarter.model.holds import Hold
 from restarter.model.references import SOURCE_KINDS
@@ -95,9 +95,8 @@ class Breaker:
     def blocks(self, workload: Mapping[str, Any], now: dt.datetime) -> Hold | None:
         metadata = workload.get("metadata") or {}
         namespace = metadata.get("namespace", "")
-        for mark in stamps.pending_marks(metadata.get("annotations")):
-            wave = waves.wave_of_mark(mark.window)
-            source = windows.source_of_mark(mark.window) if mark.window else None
+        for mark in pending.read(metadata.get("annotations")).marks:
+            wave, source = mark.wave, mark.source
             if wave is None or source is None:
                 continue
             held = self._mark_hold(namespace, source, wave, mark.change, now)
@@ -329,7 +328,7 @@ class Breaker:
         token = keys.source_token(kind, name)
         pods: list[dict[str, Any]] = []
         annotations = ((body or {}).get("metadata") or {}).get("annotations") or {}
-        if stamps.restarted_for(annotations).get(token) == record.change:
+        if pending.restarted_for(annotations).get(token) == record.change:
             selector = health.template_selector(body or {})
             pods = self.api.list_pods(namespace, selector) if selector else []
         return health.assess(

@@ -11,18 +11,16 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from restarter.model import (
-    certificates,
     checksums,
     keys,
+    pending,
     reasons,
-    restart_decisions,
-    stamps,
     windows,
 )
 from restarter.model.fan_out import FanOut
 from restarter.model.kinds import WORKLOAD_KINDS
 from restarter.model.references import SOURCE_KINDS
-from restarter.model.schedule import next_restart, parse_zone
+from restarter.model.windows import next_restart, parse_zone
 from restarter.restarting.source_context import SourceContext
 from restarter.services import metrics
 from restarter.services.events import Direct
@@ -89,7 +87,7 @@ def _reference(workload: Mapping[str, Any], token: str) -> dict[str, Any]:
     metadata = workload.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
     kept: dict[str, str] = {}
-    if (done := stamps.restarted_for(annotations).get(token)) is not None:
+    if (done := pending.restarted_for(annotations).get(token)) is not None:
         kept[keys.RESTARTED_FOR] = json.dumps({token: done})
     if (restarted := annotations.get(keys.RESTART_TS)) is not None:
         kept[keys.RESTART_TS] = restarted
@@ -187,7 +185,7 @@ class _Stamping:
             return None  # deleted since the reference map saw it
         reference = _reference(stamped, self.token)
         annotations = reference["metadata"]["annotations"]
-        if stamps.restarted_for(annotations).get(self.token) == self.change_id:
+        if pending.restarted_for(annotations).get(self.token) == self.change_id:
             return DONE_BEFORE  # its timer clears the mark; nothing restarts
         metrics.STAMPED.labels(WORKLOAD_KINDS[plural]).inc()
         try:
@@ -204,10 +202,10 @@ class _Stamping:
         """The RestartScheduled Event's message: what changed, the window, the next restart
         (sooner when a certificate's deadline comes first)."""
         asked_for, now = self.plan.requests[dependent], self.now
-        last = restart_decisions.last_restart(annotations, now)
+        last = pending.read(annotations).last_restart(now)
         when = next_restart(asked_for.window(), now, last)
         marks = self.plan.patch_for(dependent)["metadata"]["annotations"]
-        early = certificates.earliest_deadline(marks)
+        early = pending.read(marks).deadline
         before = "" if early is None or early.at >= when else f"; {early.describe(now)}"
         when = when if early is None else min(when, max(early.at, now))
         return (

@@ -22,9 +22,9 @@ from typing import Any
 
 from restarter.model.kinds import progress
 from restarter.model.limits import MINUTE, Limits, free_starts
+from restarter.model.pending import last_restart_seconds
 from restarter.model.progress import Progress
 from restarter.model.references import WorkloadKey, workload_key
-from restarter.model.restart_decisions import last_restart_seconds
 
 
 @dataclass(frozen=True)

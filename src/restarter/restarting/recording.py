@@ -15,8 +15,8 @@ from restarter.model import (
     source_changes,
 )
 from restarter.model.references import SOURCE_KINDS
-from restarter.model.schedule import ScheduleError
 from restarter.model.source_changes import Change
+from restarter.model.windows import ScheduleError
 from restarter.restarting.source_context import SourceContext
 from restarter.services import metrics
 from restarter.services.kube.errors import ApiError, Throttled, Unavailable

@@ -24,8 +24,8 @@ from restarter.model import (
 from restarter.model.fan_out import FanOut, Target, plan_fan_out
 from restarter.model.kinds import WORKLOAD_KINDS, api_version
 from restarter.model.references import SOURCE_KINDS
-from restarter.model.schedule import ScheduleError
 from restarter.model.source_changes import Change
+from restarter.model.windows import ScheduleError
 from restarter.restarting.fanning_out import report_change, send_stamps
 from restarter.restarting.recording import begin_change, record, stamped_deadline
 from restarter.restarting.source_context import SourceContext

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from restarter.model import keys, reasons, restart_decisions, stamps
+from restarter.model import keys, pending, reasons, restart_decisions
 from restarter.model.certificates import Deadline
 from restarter.model.restart_decisions import Action
 from restarter.restarting.blocking import Answer
@@ -60,7 +60,7 @@ def report_restart(
     metrics.RESTARTS.labels(timer.kind, "restarted").inc()
     stamped = [
         mark.since
-        for mark in stamps.pending_marks(marked["metadata"].get("annotations") or {})
+        for mark in pending.read(marked["metadata"].get("annotations")).marks
         if mark.since is not None
     ]
     if stamped:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from restarter.model import reasons, restart_decisions, stamps, timer_admission
+from restarter.model import pending, reasons, restart_decisions, stamps, timer_admission
 from restarter.model.holds import Hold
 from restarter.model.kinds import KINDS
 from restarter.model.references import WorkloadKey, workload_key
@@ -147,12 +147,12 @@ def _act(
         annotations = fresh["metadata"].get("annotations")
         if not stamps.has_pending(annotations):
             settle(memo, ticked, fresh)
-            restarted = stamps.restart_for_marks(metadata.get("annotations"), annotations)
+            marked = pending.read(metadata.get("annotations"))
+            restarted = pending.read(annotations).restart_for(marked)
             if restarted is not None:
                 # An earlier try of this tick restarted it; its answer was lost.
-                marks = stamps.pending_marks(metadata.get("annotations"))
                 at = dt.datetime.fromtimestamp(restarted, dt.UTC)
-                tick_reports.report_restart(timer, ticked, fresh, tuple(m.token for m in marks), at)
+                tick_reports.report_restart(timer, ticked, fresh, marked.tokens, at)
                 return fresh
             timer.logger.info("no pending mark any more (cleared meanwhile); nothing sent")
             return None

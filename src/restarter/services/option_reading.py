@@ -11,9 +11,8 @@ from typing import Any
 
 from restarter.model.gates import GateError, parse_filter
 from restarter.model.namespaces import SelectorError, parse_selector
-from restarter.model.schedule import ScheduleError, parse_length, parse_zone
 from restarter.model.waves import WaveError, parse_first_wave, parse_seconds
-from restarter.model.windows import AT_CRON
+from restarter.model.windows import AT_CRON, ScheduleError, parse_length, parse_zone
 
 
 class SettingsError(ValueError):

@@ -13,9 +13,8 @@ from typing import Any
 from restarter.model.gates import GateSettings
 from restarter.model.limits import Limits
 from restarter.model.namespaces import NamespaceSelector, parse_selector
-from restarter.model.schedule import ScheduleError
 from restarter.model.waves import ONE, FirstWave
-from restarter.model.windows import from_workload
+from restarter.model.windows import ScheduleError, from_workload
 from restarter.services.option_reading import SettingsError as SettingsError
 from restarter.services.options import GATES, OPTIONS
 

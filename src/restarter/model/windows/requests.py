@@ -24,15 +24,18 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from restarter.model import keys
-from restarter.model.schedule import (
+from restarter.model.windows.occurrences import (
     AnyWindow,
     CronWindow,
     DailyWindow,
     Immediately,
-    ScheduleError,
     Window,
+)
+from restarter.model.windows.parsing import (
+    ScheduleError,
+    daily_starts,
+    format_length,
     parse_cron,
-    parse_hhmm,
     parse_length,
     parse_zone,
 )
@@ -62,23 +65,6 @@ class WindowDefaults(Protocol):
     def window_length(self) -> dt.timedelta: ...
 
 
-def format_length(length: dt.timedelta) -> str:
-    """``timedelta(minutes=90)`` → ``'1h30m'`` (the form ``parse_length`` reads)."""
-    total = int(length.total_seconds())
-    hours, rest = divmod(total, 3600)
-    minutes, seconds = divmod(rest, 60)
-    parts = [(hours, "h"), (minutes, "m"), (seconds, "s")]
-    return "".join(f"{value}{unit}" for value, unit in parts if value) or "0s"
-
-
-def _daily_starts(label: str) -> tuple[str, ...]:
-    """``'15.00_03.00'`` → ``('03.00', '15.00')``: validated, sorted, without repeats."""
-    parts = label.split("_")
-    for part in parts:
-        parse_hhmm(part)
-    return tuple(sorted(set(parts)))
-
-
 @functools.lru_cache(maxsize=1024)
 def _build_window(at: str, timezone: str, length: dt.timedelta, cron: str | None) -> Window:
     """The window for a request's fields. Windows are immutable, and every timer tick of
@@ -89,7 +75,7 @@ def _build_window(at: str, timezone: str, length: dt.timedelta, cron: str | None
     zone = parse_zone(timezone)
     if at == AT_CRON:
         return CronWindow.parse(cron or "", length, zone)
-    starts = _daily_starts(at)
+    starts = daily_starts(at)
     dailies = tuple(DailyWindow.parse(start, length, zone) for start in starts)
     return dailies[0] if len(dailies) == 1 else AnyWindow(dailies)
 
@@ -185,7 +171,7 @@ def _from_fields(
         parse_zone(zone)  # a bad zone is an error even where it does not matter
         request = WindowRequest(NOW, zone, length)
     else:
-        request = WindowRequest("_".join(_daily_starts(at)), zone, length)
+        request = WindowRequest("_".join(daily_starts(at)), zone, length)
     return _validated(request, min_length)
 
 
@@ -240,6 +226,17 @@ def from_mark(value: str, default_zone: str, default_length: dt.timedelta) -> Wi
     """Read a mark back (``to_mark``'s JSON); ScheduleError for any other value."""
     try:
         fields = json.loads(value)
+    except ValueError:
+        fields = None
+    return from_mark_fields(fields, value, default_zone, default_length)
+
+
+def from_mark_fields(
+    fields: Any, value: str, default_zone: str, default_length: dt.timedelta
+) -> WindowRequest:
+    """The request of a mark whose JSON (``value``) decoded to ``fields`` (None: it is not
+    JSON); ScheduleError, naming ``value``, when it is not a window restarter wrote."""
+    try:
         at = fields["at"]
         origin = fields.get("from", FROM_SOURCE)
         if origin not in ORIGINS:
@@ -247,7 +244,7 @@ def from_mark(value: str, default_zone: str, default_length: dt.timedelta) -> Wi
         if at == NOW:
             return WindowRequest(NOW, default_zone, default_length, origin=origin)
         request = WindowRequest(
-            at=at if at == AT_CRON else "_".join(_daily_starts(at)),
+            at=at if at == AT_CRON else "_".join(daily_starts(at)),
             timezone=fields["timezone"],
             length=parse_length(fields["length"]),
             cron=parse_cron(fields["cron"]) if at == AT_CRON else None,
@@ -259,38 +256,3 @@ def from_mark(value: str, default_zone: str, default_length: dt.timedelta) -> Wi
         raise ScheduleError(f"mark {value!r} is not a window restarter wrote") from None
     request.window()
     return request
-
-
-def _mark_field(value: str, name: str) -> str | None:
-    if not value.startswith("{"):
-        return None
-    try:
-        field = json.loads(value).get(name)
-    except (ValueError, AttributeError):
-        return None
-    return field if isinstance(field, str) else None
-
-
-def source_of_mark(value: str) -> str | None:
-    """The ``Kind/name`` a mark names, if it is one of ours in JSON form."""
-    return _mark_field(value, "source")
-
-
-def change_of_mark(value: str) -> str | None:
-    """The id of the source's change a mark is for; None for marks written before ids."""
-    return _mark_field(value, "change")
-
-
-def keys_of_mark(value: str) -> tuple[tuple[str, ...], int] | None:
-    """The changed keys a mark names and how many more it left out; None when it names
-    none (the keys were unknown, or restarter wrote it before key-level dependencies)."""
-    if not value.startswith("{"):
-        return None
-    try:
-        fields = json.loads(value)
-        names, more = fields.get("keys"), fields.get("moreKeys", 0)
-    except (ValueError, AttributeError):
-        return None
-    if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
-        return None
-    return tuple(names), more if isinstance(more, int) and more > 0 else 0
