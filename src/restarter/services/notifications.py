@@ -1,5 +1,5 @@
 """Notifications through apprise: restarter's notified Events (``model.notices``), told by
-the Event path (``events.listen``), sent to the configured URLs, batched per namespace.
+the Event path (``Events.listen``), sent to the configured URLs, batched per namespace.
 
 A namespace's batch goes out once no notice joined it for ``batch`` seconds (a window's
 restarts arrive together), or ``MAX_AGE`` batches after it began. URLs carry tokens: they
@@ -59,7 +59,7 @@ class _Batch:
 
 
 class Notifier:
-    """Listens to restarter's Events (``events.listen``) and sends batches in a thread."""
+    """Listens to restarter's Events (``Events.listen``) and sends batches in a thread."""
 
     def __init__(self, urls: Iterable[str], batch: float) -> None:
         self._sender = _apprise(urls)
