@@ -31,7 +31,7 @@ IMPORTERS = {
         "restarter.services.kube.watching",
         "restarter.services.leadership",
     },
-    "kopf": {"restarter.main", "restarter.operator"},
+    "kopf": {"restarter.main", "restarter.operator", "restarter.services.logs"},
 }
 
 

@@ -35,8 +35,8 @@ from restarter.services.settings import Settings
 #: The log of sources kopf does not watch (unlabelled ones that workloads opted in for).
 SOURCES_LOG = logging.getLogger("restarter.sources")
 
-#: The log of namespaces entering and leaving the namespace selector's scope.
-NAMESPACES_LOG = logging.getLogger("restarter.namespaces")
+#: Its log: namespaces entering and leaving the namespace selector's scope.
+log = logging.getLogger(__name__)
 
 #: Seconds start-up waits for the first listing of every workload stream before kopf
 #: starts watching anyway (its source handlers then wait for the listing themselves).
@@ -171,7 +171,7 @@ class Components:
             self.checks.submit(kind, namespace, name)
 
     def _release_in(self, namespace: str) -> list[str]:
-        return FinalizerReleaser(self.api, (namespace,), NAMESPACES_LOG.info).release_all()
+        return FinalizerReleaser(self.api, (namespace,), log.info).release_all()
 
     # -- start and stop --------------------------------------------------------------------
 

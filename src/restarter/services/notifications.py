@@ -3,7 +3,8 @@ the Event path (``Events.listen``), sent to the configured URLs, batched per nam
 
 A namespace's batch goes out once no notice joined it for ``batch`` seconds (a window's
 restarts arrive together), or ``MAX_AGE`` batches after it began. URLs carry tokens: they
-are never logged, and apprise's own log (which may name them) is silenced.
+are never logged, and apprise's own log (which may name them) is silenced
+(``services.logs``).
 """
 
 from __future__ import annotations
@@ -33,9 +34,8 @@ class NotifyError(ValueError):
 
 
 def _apprise(urls: Iterable[str]) -> Any:
-    import apprise  # loaded only when notifications are configured
+    import apprise  # loaded only when notifications are configured (its log: services.logs)
 
-    logging.getLogger("apprise").setLevel(logging.CRITICAL + 1)
     sender = apprise.Apprise()
     for position, url in enumerate(urls, 1):
         if not sender.add(url):
