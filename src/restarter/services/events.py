@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -52,21 +51,18 @@ class Events:
 
     def __init__(self, poster: Poster) -> None:
         self._poster = poster
-        self._listeners: list[Listener] = []
-        # Listeners change on the loop's start-up and clean-up while threads post.
-        self._lock = threading.Lock()
+        # Replaced whole, never changed in place: the posting threads read it without a
+        # lock while start-up and clean-up (one thread each) listen and stop.
+        self._listeners: tuple[Listener, ...] = ()
 
     def listen(self, listener: Listener) -> None:
         """Have ``listener`` told of every Event posted from now on (once per listener)."""
-        with self._lock:
-            if listener not in self._listeners:
-                self._listeners.append(listener)
+        if listener not in self._listeners:
+            self._listeners = (*self._listeners, listener)
 
     def unlisten(self, listener: Listener) -> None:
         """Stop telling ``listener``."""
-        with self._lock:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
+        self._listeners = tuple(known for known in self._listeners if known != listener)
 
     def post(
         self,
@@ -92,9 +88,7 @@ class Events:
         self._tell(obj, reason, message)
 
     def _tell(self, obj: Mapping[str, Any], reason: Reason, message: str) -> None:
-        with self._lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
+        for listener in self._listeners:
             listener(obj, reason, message)
 
 
