@@ -14,11 +14,13 @@ from restarter.model import keys
 from restarter.model.kinds import WORKLOAD_APIS, WORKLOAD_KINDS
 from restarter.operator.handlers import build_registry
 from restarter.operator.late_kinds import kopf_insights
-from restarter.services import leadership, metrics, notifications
+from restarter.services import leadership, logs, metrics, notifications
 from restarter.services import settings as settings_module
 from restarter.services.kube.api import Api
 from restarter.services.kube.connecting import CONNECT_TIMEOUT, load_client
 from restarter.services.settings import Settings, SettingsError
+
+log = logging.getLogger(__name__)
 
 #: The subcommands (the first word only), as ``restarter --help`` lists them.
 COMMANDS = (
@@ -77,21 +79,6 @@ def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
     return operator
 
 
-def _configure_logging(settings: Settings) -> None:
-    log_format = kopf.LogFormat.JSON if settings.log_format == "json" else kopf.LogFormat.FULL
-    kopf.configure(log_format=log_format, log_prefix=True)
-    logging.getLogger().setLevel(settings.log_level)
-    for noisy in ("kubernetes.client.rest", "urllib3"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    logging.getLogger("kopf.objects").addFilter(_quiet_timer_ticks)
-
-
-def _quiet_timer_ticks(record: logging.LogRecord) -> bool:
-    """Drop kopf's "Timer ... succeeded." line: every pending workload logs it every tick."""
-    message = record.getMessage()
-    return not (message.startswith("Timer 'pending_restart") and message.endswith("succeeded."))
-
-
 def _selected(settings: Settings) -> str:
     if settings.namespace_selector:
         return f"those matching {settings.namespace_selector!r}"
@@ -109,14 +96,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return resume.main(arguments[1:])
     try:
         settings = settings_module.build(arguments, commands=COMMANDS)
+        # Before the URLs are checked: apprise's lines may name them.
+        logs.configure(settings.log_format, settings.log_level)
         if settings.notify_urls:
             notifications.check_urls(settings.notify_urls)
     except (SettingsError, notifications.NotifyError) as error:
         print(f"restarter: {error}", file=sys.stderr)
         return 2
-    _configure_logging(settings)
     limits = settings.pacing
-    logging.getLogger("restarter").info(
+    log.info(
         f"starting: timezone {settings.timezone}, window length {settings.window_length}, "
         f"timer every {settings.timer_interval:g}s, namespaces "
         f"{', '.join(settings.namespaces) or _selected(settings)}; pacing: "

@@ -122,7 +122,7 @@ def test_after_a_check_the_new_value_of_a_secret_is_in_no_live_object(
             in_sync=in_sync,
             checksums=recorded,
             logger=log,
-            events=events.Direct(api),
+            events=events.Events(api),
             turns=turns,
         )
 

@@ -44,6 +44,7 @@ def _timer(blockers: _Breaker, interval: float, waits: JudgingWaits | None) -> T
         seen=None,  # type: ignore[arg-type]
         memo={},
         logger=None,  # type: ignore[arg-type]
+        events=None,  # type: ignore[arg-type]
         blockers=blockers,  # type: ignore[arg-type]
         waits=waits,
     )

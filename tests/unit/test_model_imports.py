@@ -31,7 +31,7 @@ IMPORTERS = {
         "restarter.services.kube.watching",
         "restarter.services.leadership",
     },
-    "kopf": {"restarter.main", "restarter.operator", "restarter.services.events"},
+    "kopf": {"restarter.main", "restarter.operator", "restarter.services.logs"},
 }
 
 

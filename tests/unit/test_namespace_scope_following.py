@@ -12,6 +12,7 @@ from restarter.cluster.namespace_watching import NamespaceScope, NamespaceStream
 from restarter.cluster.reference_map import ReferenceMap
 from restarter.cluster.workload_watching import WorkloadWatcher
 from restarter.model.namespaces import parse_selector
+from restarter.services.events import Events
 from tests.unit.test_workload_stream_resync import Quiet, deployment
 
 SELECTOR = parse_selector("team=payments")
@@ -87,7 +88,7 @@ def test_without_a_selector_the_scope_includes_every_namespace() -> None:
 
 def test_a_namespace_left_is_dropped_from_the_map_and_its_stream_adds_nothing_after() -> None:
     reference_map = ReferenceMap()
-    watcher = WorkloadWatcher(None, reference_map, (), Quiet())  # type: ignore[arg-type]
+    watcher = WorkloadWatcher(None, reference_map, (), Quiet(), Events(None))  # type: ignore[arg-type]
     assert watcher.streams == []
     in_sync_then: list[bool] = []
     watcher.watch_namespace("shop", lambda: in_sync_then.append(watcher.in_sync.is_set()))

@@ -57,13 +57,18 @@ def posted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
     def event(obj: Any, *, type: str, reason: str, message: str) -> None:
         found.append((obj["metadata"]["name"], reason, message))
 
-    def post(self: Any, obj: Any, *, reason: reasons.Reason, message: str) -> None:
+    def post(
+        self: Any,
+        obj: Any,
+        *,
+        reason: reasons.Reason,
+        message: str,
+        on_failure: events.OnFailure = events.LOG,
+    ) -> None:
         event(obj, type=reason.type, reason=reason.name, message=message)
 
-    # Both carriers of the one Event path: kopf's queue, and the stamping threads' own
-    # requests to the API.
-    monkeypatch.setattr(events.Queued, "post", post)
-    monkeypatch.setattr(events.Direct, "post", post)
+    # The one Event path: the source's Events and the stamping threads' alike.
+    monkeypatch.setattr(events.Events, "post", post)
     return found
 
 
@@ -116,6 +121,7 @@ def reconcile(
         in_sync=threading.Event(),
         checksums={},
         logger=logging.getLogger(__name__),
+        events=events.Events(api),  # type: ignore[arg-type]
     )
     return stamping.reconcile_source(context, source, NOW)
 

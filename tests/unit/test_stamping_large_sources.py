@@ -76,9 +76,9 @@ def posted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str, str]]:
         found.append((obj["metadata"]["name"], type, reason, message))
 
     monkeypatch.setattr(
-        events.Queued,
+        events.Events,
         "post",
-        lambda self, obj, *, reason, message: event(
+        lambda self, obj, *, reason, message, on_failure=events.LOG: event(
             obj, type=reason.type, reason=reason.name, message=message
         ),
     )
@@ -137,6 +137,7 @@ def reconcile(
         in_sync=threading.Event(),
         checksums={} if seen is None else seen,
         logger=logging.getLogger(__name__),
+        events=events.Events(api),  # type: ignore[arg-type]
     )
     return stamping.reconcile_source(context, body, NOW)
 

@@ -2,8 +2,9 @@
 answers is scripted here (the cluster test plays the bodies kopf hands over).
 
 Ticks run the operator's own flow (``restart_when_due``) against a scripted API whose
-reads and patches answer in a fixed order; Events are recorded where kopf would queue
-them, and the restart counter is read from the Prometheus registry.
+reads and patches answer in a fixed order; Events go through the one Event path (which
+refuses to post from the event loop) to that API, which records them, and the restart
+counter is read from the Prometheus registry.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def deployments_timer(
         seen=seen,
         memo=memo,
         logger=log,
+        events=event_path.Events(api),
     )
 
 
@@ -94,13 +96,14 @@ class ScriptedApi:
 
 @pytest.fixture
 def events(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The reasons of the Events the tick posted, by either carrier (the Restarted Event is
-    posted directly, the others through kopf's queue)."""
+    """The reasons of the Events the tick posted, as the scripted API was asked to create
+    them (a post from the event loop would raise instead)."""
     posted: list[str] = []
-    for carrier in (event_path.Queued, event_path.Direct):
-        monkeypatch.setattr(
-            carrier, "post", lambda self, obj, *, reason, message: posted.append(reason.name)
-        )
+
+    def create_event(self: Any, obj: Any, *, type: str, reason: str, message: str) -> None:
+        posted.append(reason)
+
+    monkeypatch.setattr(ScriptedApi, "create_event", create_event, raising=False)
     return posted
 
 
@@ -241,3 +244,18 @@ def test_a_read_that_fails_counts_as_a_failed_restart_and_frees_the_slot(
     assert count("failed") == before + 1
     assert pacer.in_flight() == 0
     assert events == []
+
+
+def test_what_a_tick_decides_on_the_event_loop_is_posted_from_a_thread(
+    events: list[str],
+) -> None:
+    """A paused Deployment's deferral is decided on the loop; the Event path refuses a
+    post there, so it reaching the API shows it went through a thread hop (once)."""
+    body = pending("10", now_seconds() - 5)
+    body["spec"]["paused"] = True
+    api = ScriptedApi(reads=[], patches=[])
+    memo: dict[str, Any] = {}
+    tick(body, api, memo, new_pacer())
+    tick(body, api, memo, new_pacer())
+    assert api.sent == []
+    assert events == ["RestartDeferred"]

@@ -18,6 +18,7 @@ import pytest
 from restarter.cluster import list_watching
 from restarter.cluster.reference_map import ReferenceMap
 from restarter.cluster.workload_streams import Stream
+from restarter.services.events import Events
 from restarter.services.kube.watching import WatchStream
 
 NAMESPACE = "shop"
@@ -110,6 +111,7 @@ def run_stream(
         inspect=Quiet(),
         stopping=api.stopping,
         on_sync=on_sync,
+        events=Events(api),  # type: ignore[arg-type]
     )
     stream.run()
     return seen

@@ -21,7 +21,7 @@ from restarter.model import reasons
 from restarter.model.kinds import ROLLOUTS, WORKLOAD_KINDS, api_version
 from restarter.model.optin import OptIn, invalid_entries_message
 from restarter.model.references import rollout_workload_ref, with_template
-from restarter.services.events import Direct
+from restarter.services.events import Events
 from restarter.services.kube.api import Api
 from restarter.services.kube.watching import WatchStream
 
@@ -56,12 +56,13 @@ class Stream(ListWatch):
         inspect: Inspector,
         stopping: threading.Event,
         on_sync: Callable[[], None],
+        events: Events,
         reloader: bool = False,
     ) -> None:
         super().__init__(plural, namespace, stopping, on_sync)
         self.api, self.reference_map, self.plural = api, reference_map, plural
         self.inspect, self.reloader = inspect, reloader
-        self.events = Direct(api)
+        self.events = events
         self._optins: dict[tuple[str, str], OptIn] = {}
         # Reloader reload list entries that are no expression, as last said per workload.
         self._invalid: dict[tuple[str, str], tuple[tuple[str, str, str], ...]] = {}
@@ -141,10 +142,8 @@ class Stream(ListWatch):
             "apiVersion": api_version(self.plural),
             "kind": WORKLOAD_KINDS[self.plural],
         }
-        try:
-            self.events.post(workload, reason=reasons.INVALID_RELOAD_ENTRY, message=message)
-        except Exception as error:  # the watch must outlive one failed Event
-            log.warning(f"{WORKLOAD_KINDS[self.plural]} {key[0]}/{key[1]}: no Event: {error}")
+        # The watch outlives a failed Event: the Event path logs it.
+        self.events.post(workload, reason=reasons.INVALID_RELOAD_ENTRY, message=message)
 
 
 class ServedAsked:

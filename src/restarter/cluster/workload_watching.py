@@ -16,6 +16,7 @@ from restarter.cluster.list_watching import PAGE_SIZE, describe, run_in_thread
 from restarter.cluster.reference_map import ReferenceMap
 from restarter.cluster.workload_streams import Inspector, RolloutStream, ServedAsked, Stream
 from restarter.model.kinds import APPS_KINDS, KINDS, ROLLOUTS, WORKLOAD_KINDS
+from restarter.services.events import Events
 from restarter.services.kube.api import Api
 
 log = logging.getLogger(__name__)
@@ -86,11 +87,13 @@ class WorkloadWatcher:
         reference_map: ReferenceMap,
         scopes: tuple[str | None, ...],
         inspect: Inspector,
+        events: Events,
         reloader: bool = False,
         on_rollouts_served: Callable[[], None] | None = None,
         scoped: ScopedInspector | None = None,
     ) -> None:
         self.api, self.reference_map, self.inspect = api, reference_map, inspect
+        self.events = events
         self.scoped = scoped
         self.reloader = reloader
         self.in_sync = threading.Event()
@@ -113,6 +116,7 @@ class WorkloadWatcher:
                 "inspect": self.inspect,
                 "stopping": threading.Event(),
                 "on_sync": self._update,
+                "events": self.events,
                 "reloader": self.reloader,
             }
             if KINDS[plural].built_in:

@@ -28,7 +28,7 @@ from restarter.restarting.rollout_groups import RolloutGroups
 from restarter.restarting.scoping import ScopeFollower
 from restarter.restarting.source_context import SourceContext, SourceTurns
 from restarter.restarting.timer_state import TimerContext
-from restarter.services import events
+from restarter.services.events import Events
 from restarter.services.kube.api import Api
 from restarter.services.notifications import Notifier
 from restarter.services.settings import Settings
@@ -36,15 +36,15 @@ from restarter.services.settings import Settings
 #: The log of sources kopf does not watch (unlabelled ones that workloads opted in for).
 SOURCES_LOG = logging.getLogger("restarter.sources")
 
-#: The log of namespaces entering and leaving the namespace selector's scope.
-NAMESPACES_LOG = logging.getLogger("restarter.namespaces")
+#: Its log: namespaces entering and leaving the namespace selector's scope.
+log = logging.getLogger(__name__)
 
 #: Seconds start-up waits for the first listing of every workload stream before kopf
 #: starts watching anyway (its source handlers then wait for the listing themselves).
 STARTUP_SYNC_TIMEOUT = 300.0
 
 
-def blockers(settings: Settings, api: Api, groups: RolloutGroups) -> Blockers:
+def blockers(settings: Settings, api: Api, groups: RolloutGroups, events: Events) -> Blockers:
     """What keeps a due restart back, asked in order: holds on it, its Namespace or the
     operator; the gates; the circuit breaker of its changes' waves. A new gate is one more
     entry here."""
@@ -57,6 +57,7 @@ def blockers(settings: Settings, api: Api, groups: RolloutGroups) -> Blockers:
                 settings.rollout_timeout.total_seconds(),
                 settings.halt_expiry or None,
                 groups=groups,
+                events=events,
             ),
         ]
     )
@@ -74,6 +75,8 @@ class Components:
         register_kind: Callable[[str], None],
     ) -> None:
         self.settings, self.api = settings, api
+        # Every Event restarter posts, from the calling thread (never the event loop).
+        self.events = Events(api)
         self.checksums: dict[tuple[str, str, str], str] = {}
         self.turns = SourceTurns()
         self.reference_map = ReferenceMap()
@@ -82,7 +85,7 @@ class Components:
         self.seen = SeenMarks()
         # Sources sharing a rollout group, seen by the source flow, judged by the breaker.
         self.groups = RolloutGroups()
-        self.blockers = blockers(settings, api, self.groups)
+        self.blockers = blockers(settings, api, self.groups, self.events)
         self.waits = JudgingWaits()
         # Notifications of the Events the Event path posts (their URLs carry tokens).
         self.notifier = None
@@ -107,11 +110,12 @@ class Components:
             self.reference_map,
             scopes,
             scoped or observer,
+            self.events,
             settings.reloader_annotations,
             on_rollouts_served=self.rollouts.served if settings.rollouts else None,
             scoped=scoped,
         )
-        self.sweeper = PacerSweeper(api, self.pacer)
+        self.sweeper = PacerSweeper(self.events, self.pacer)
         self._source_checks(settings, api)
 
     def _source_checks(self, settings: Settings, api: Api) -> None:
@@ -129,11 +133,9 @@ class Components:
 
     # -- contexts of the flows ------------------------------------------------------------
 
-    def source_context(
-        self, kind: str, logger: Any, path: events.EventPath = events.QUEUED
-    ) -> SourceContext:
-        """What one check of a source needs: kopf's per-object logger and Event queue in
-        its handlers, restarter's own log and the API outside them."""
+    def source_context(self, kind: str, logger: Any) -> SourceContext:
+        """What one check of a source needs: kopf's per-object logger in its handlers,
+        restarter's own log outside them."""
         return SourceContext(
             kind=kind,
             settings=self.settings,
@@ -142,14 +144,14 @@ class Components:
             in_sync=self.watcher.in_sync,
             checksums=self.checksums,
             logger=logger,
-            events=path,
+            events=self.events,
             turns=self.turns,
             groups=self.groups,
         )
 
     def unlabelled_context(self, kind: str, namespace: str, name: str) -> SourceContext:
         log = ObjectLog(SOURCES_LOG, namespace, name)
-        return self.source_context(kind, log, events.Direct(self.api))
+        return self.source_context(kind, log)
 
     def timer_context(
         self, plural: str, memo: MutableMapping[str, Any], logger: Any
@@ -162,6 +164,7 @@ class Components:
             seen=self.seen,
             memo=memo,
             logger=logger,
+            events=self.events,
             blockers=self.blockers,
             waits=self.waits,
         )
@@ -171,7 +174,7 @@ class Components:
             self.checks.submit(kind, namespace, name)
 
     def _release_in(self, namespace: str) -> list[str]:
-        return FinalizerReleaser(self.api, (namespace,), NAMESPACES_LOG.info).release_all()
+        return FinalizerReleaser(self.api, (namespace,), log.info).release_all()
 
     # -- start and stop --------------------------------------------------------------------
 
@@ -198,7 +201,7 @@ class Components:
         self.admitter.start()
         self.trimmer.start()
         if self.notifier is not None:
-            events.listen(self.notifier.told)
+            self.events.listen(self.notifier.told)
             self.notifier.start()
         if not self.watcher.in_sync.wait(STARTUP_SYNC_TIMEOUT):
             logger.warning(
@@ -216,7 +219,7 @@ class Components:
         self.admitter.stop()
         self.trimmer.stop()
         if self.notifier is not None:
-            events.unlisten(self.notifier.told)
+            self.events.unlisten(self.notifier.told)
             self.notifier.stop()
         try:
             released = FinalizerReleaser(

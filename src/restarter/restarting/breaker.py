@@ -28,7 +28,8 @@ from restarter.model.resource_versions import compare_versions
 from restarter.model.waves import HALTED, RELEASED, WaveRecord
 from restarter.restarting.blocking import Cached
 from restarter.restarting.rollout_groups import RolloutGroups
-from restarter.services import events, metrics
+from restarter.services import metrics
+from restarter.services.events import Events
 from restarter.services.kube.api import Api
 from restarter.services.kube.errors import Conflict
 
@@ -78,14 +79,16 @@ class Breaker:
         halt_expiry: float | None,
         *,
         groups: RolloutGroups | None = None,
+        events: Events | None = None,
         read_only: bool = False,
     ) -> None:
         """``groups``: the rollout groups, shared with the source flow (None: a private
-        index, filled by what this breaker reads). ``read_only``: judge, but write no
+        index, filled by what this breaker reads). ``events``: where its verdicts are
+        posted (None: nowhere, as when ``read_only``). ``read_only``: judge, but write no
         verdict and post nothing (``restarter plan``)."""
         self.api, self.rollout_timeout, self.halt_expiry = api, rollout_timeout, halt_expiry
         self.groups = groups or RolloutGroups()
-        self.read_only = read_only
+        self.events, self.read_only = events, read_only
         self._sources: Cached[SourceState | None] = Cached(TTL)
         self._records: Cached[WaveRecord | None] = Cached(TTL)
         self._judging = threading.Lock()
@@ -383,12 +386,10 @@ class Breaker:
             logging.WARNING if judged.state == HALTED else logging.INFO,
             f"{SOURCE_KINDS[kind]} {namespace}/{name}: {message}",
         )
-        try:
-            events.Direct(self.api).post(
+        if self.events is not None:  # the verdict is written; a failed Event is logged
+            self.events.post(
                 source,
                 reason=reasons.CHANGE_HALTED if judged.state == HALTED else reasons.CHANGE_RELEASED,
                 message=message,
             )
-        except Exception as error:  # the verdict is written; the Event is what is lost
-            log.warning(f"the verdict's Event was not posted: {type(error).__name__}")
         return judged

@@ -23,7 +23,7 @@ from restarter.model.references import SOURCE_KINDS
 from restarter.model.windows import next_restart, parse_zone
 from restarter.restarting.source_context import SourceContext
 from restarter.services import metrics
-from restarter.services.events import Direct
+from restarter.services.events import RAISE
 from restarter.services.kube.errors import ApiError
 
 #: Stamps in flight at once for one change (below connecting.POOL_SIZE connections).
@@ -167,9 +167,6 @@ class _Stamping:
     what: str
     #: The source's key in the stamps' annotations (``keys.source_token``).
     token: str
-    #: The stamping threads post their Events themselves, one request each beside the
-    #: stamp: nothing queues up behind a fan-out to thousands (kopf's queue is unbounded).
-    direct: Direct
 
     def stamp(self, dependent: tuple[str, str]) -> str | ApiError | None:
         """Stamp one dependent and post its Event; what became of it (``STAMPED``,
@@ -188,11 +185,14 @@ class _Stamping:
         if pending.restarted_for(annotations).get(self.token) == self.change_id:
             return DONE_BEFORE  # its timer clears the mark; nothing restarts
         metrics.STAMPED.labels(WORKLOAD_KINDS[plural]).inc()
+        # Posted from this stamping thread, one request beside the stamp: nothing queues
+        # up behind a fan-out to thousands.
         try:
-            self.direct.post(
+            self.context.events.post(
                 reference,
                 reason=reasons.RESTART_SCHEDULED,
                 message=self._scheduled(dependent, annotations),
+                on_failure=RAISE,
             )
         except Exception:  # the stamp landed: a lost Event loses no restart
             return EVENT_LOST
@@ -233,7 +233,6 @@ def send_stamps(
         namespace=metadata["namespace"],
         what=f"{SOURCE_KINDS[kind]} {metadata['name']}",
         token=keys.source_token(kind, metadata["name"]),
-        direct=Direct(context.api),
     )
     # At most STAMP_CONCURRENCY stamps in flight, and no more queued: a fan-out holds
     # what its requests in flight hold, whatever the number of dependents. All of them

@@ -18,7 +18,8 @@ from restarter.model.references import WorkloadKey, workload_key
 from restarter.model.windows import WindowDefaults
 from restarter.restarting.admitting import Admissions
 from restarter.restarting.pacing import Pacer
-from restarter.services import events, metrics
+from restarter.services import metrics
+from restarter.services.events import Events
 from restarter.services.kube.api import Api
 from restarter.services.kube.errors import ApiError, Conflict
 
@@ -89,8 +90,8 @@ class PacerSweeper:
     """A daemon thread: frees the slots of rollouts past their timeout, with a Warning
     Event on each, and keeps the in-flight gauge current."""
 
-    def __init__(self, api: Api, pacer: Pacer) -> None:
-        self.api, self.pacer = api, pacer
+    def __init__(self, events: Events, pacer: Pacer) -> None:
+        self.events, self.pacer = events, pacer
         self.stopping = threading.Event()
 
     def start(self) -> PacerSweeper:
@@ -104,7 +105,7 @@ class PacerSweeper:
         while not self.stopping.wait(SWEEP_INTERVAL):
             try:
                 self.sweep_once()
-            except Exception as error:  # the sweeper must outlive one failed Event
+            except Exception as error:  # the sweeper must outlive any one failure
                 log.warning(f"pacing sweep: {type(error).__name__}: {error}")
 
     def sweep_once(self) -> None:
@@ -123,7 +124,7 @@ class PacerSweeper:
             "kind": WORKLOAD_KINDS[plural],
             "metadata": {"namespace": namespace, "name": name, "uid": uid},
         }
-        events.Direct(self.api).post(about, reason=reasons.ROLLOUT_STALLED, message=message)
+        self.events.post(about, reason=reasons.ROLLOUT_STALLED, message=message)
 
 
 def repair_label(plural: str, workload: Mapping[str, Any], api: Api) -> None:

@@ -9,7 +9,8 @@ workload body they see to ``observe``. The queue of due workloads is rebuilt by 
 within one tick: each due workload asks ``try_start`` on its tick; the earliest due go
 first (ties by namespace and name), and a workload that stops asking leaves the queue.
 
-Thread-safe: the watch streams and the timers' threads call in concurrently.
+Thread-safe: the watch streams and the sweeper (threads) and the timers (on kopf's event
+loop, holding the lock only around updates in memory) call in concurrently.
 """
 
 from __future__ import annotations

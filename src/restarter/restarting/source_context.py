@@ -16,7 +16,7 @@ from restarter.model import (
     keys,
 )
 from restarter.restarting.rollout_groups import RolloutGroups
-from restarter.services.events import QUEUED, EventPath
+from restarter.services.events import Events
 from restarter.services.kube.api import Api
 from restarter.services.settings import Settings
 
@@ -71,8 +71,8 @@ class SourceContext:
     logger: logging.Logger | logging.LoggerAdapter[Any]
     """kopf's logger of this source (restarter's own for a source kopf does not watch)."""
 
-    events: EventPath = QUEUED
-    """How Events are posted: kopf's queue in its handlers, the API outside them."""
+    events: Events
+    """The one Event path (posted from the flow's thread, never from the event loop)."""
 
     turns: SourceTurns | None = None
     """Shared by every path that checks sources, so that one source is checked at a time."""

@@ -1,12 +1,14 @@
 """What a tick tells: the restart's Event, count and log line; a clear's; a deferral's; and
 what blocks a due restart (``RestartHeld``, ``RestartHalted``, ``GateFailedOpen``). Each is
-posted from the tick's thread in one request, beside restarter's own log line."""
+posted from one of the tick's thread hops in one request, never from the event loop: what
+the tick decides on the loop it reports as a ``Report``, posted by its next hop."""
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from restarter.model import keys, pending, reasons, restart_decisions
@@ -15,25 +17,41 @@ from restarter.model.restart_decisions import Action
 from restarter.restarting.blocking import Answer
 from restarter.restarting.checking import ObjectLog
 from restarter.restarting.timer_state import TimerContext
-from restarter.services import events, metrics
+from restarter.services import metrics
 
 #: Each restart's log line, named by its object (``[namespace/name]``).
 RESTARTS_LOG = logging.getLogger("restarter.restarts")
 
 
+@dataclass(frozen=True)
+class Report:
+    """An Event decided on the event loop, for the tick's thread to post (``post_reports``)."""
+
+    reason: reasons.Reason
+    message: str
+
+
+def post_reports(
+    timer: TimerContext, workload: Mapping[str, Any], reports: Iterable[Report]
+) -> None:
+    """Post what the tick decided on the event loop: from a thread, as every Event."""
+    for report in reports:
+        timer.events.post(workload, reason=report.reason, message=report.message)
+
+
 def report_deferral(
     timer: TimerContext,
-    workload: Mapping[str, Any],
     decision: restart_decisions.RestartDecision,
     now: dt.datetime,
-) -> None:
-    """A window closed while pacing held the restart back: say so once, and why."""
+) -> Report | None:
+    """A window closed while pacing held the restart back: say so once, and why (the
+    Event for the tick's thread to post)."""
     refused = timer.state.refused
     if not refused or now < refused[0]:
-        return
+        return None
     timer.state.refused = None
     if decision.action is not Action.WAIT:
-        return
+        return None
     upcoming = (
         f"; next window opens {decision.next_start.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC"
         if decision.next_start
@@ -43,8 +61,8 @@ def report_deferral(
         f"window closed before pacing let the restart start ({refused[1]}); still pending{upcoming}"
     )
     timer.logger.info(message)
-    events.QUEUED.post(workload, reason=reasons.RESTART_DEFERRED, message=message)
     metrics.RESTARTS.labels(timer.kind, "deferred").inc()
+    return Report(reason=reasons.RESTART_DEFERRED, message=message)
 
 
 def report_restart(
@@ -76,17 +94,14 @@ def report_restart(
     expired = deadline is not None and deadline.expired(at)
     if deadline is not None:
         metrics.DEADLINE_RESTARTS.labels(timer.kind, "expired" if expired else "before").inc()
-    # Posted from this thread in one request, as each stamp posts its RestartScheduled: a
-    # window restarting thousands queues nothing in kopf's Event queue (its log line would
-    # be a second Event there, so it goes to restarter's own log).
-    try:
-        events.Direct(timer.api).post(
-            restarted,
-            reason=reasons.RESTARTED.as_warning() if expired else reasons.RESTARTED,
-            message=message,
-        )
-    except Exception as error:  # restarted all the same; the Event is what is lost
-        log.warning(f"the Restarted Event was not posted: {type(error).__name__}")
+    # Posted from this thread in one request, as each stamp posts its RestartScheduled (a
+    # line in kopf's logger would be a second Event, posted by kopf, so it goes to
+    # restarter's own log). Restarted all the same if the Event is lost.
+    timer.events.post(
+        restarted,
+        reason=reasons.RESTARTED.as_warning() if expired else reasons.RESTARTED,
+        message=message,
+    )
 
 
 def report_blockers(timer: TimerContext, workload: Mapping[str, Any], answer: Answer) -> None:
@@ -150,10 +165,7 @@ def post(
         log.warning(message)
     else:
         log.info(message)
-    try:
-        events.Direct(timer.api).post(workload, reason=reason, message=message)
-    except Exception as error:  # held all the same; the Event is what is lost
-        log.warning(f"the {reason} Event was not posted: {type(error).__name__}")
+    timer.events.post(workload, reason=reason, message=message)  # held all the same if lost
 
 
 def report_clear(
@@ -171,4 +183,4 @@ def report_clear(
             "mark dropped, nothing restarted"
         )
     timer.logger.info(message)
-    events.QUEUED.post(cleared, reason=reasons.RESTART_SKIPPED, message=message)
+    timer.events.post(cleared, reason=reasons.RESTART_SKIPPED, message=message)

@@ -15,8 +15,9 @@ from restarter.model.references import WorkloadKey, workload_key
 from restarter.model.restart_decisions import Action
 from restarter.restarting import pacing, tick_reports
 from restarter.restarting.blocking import Blockers
+from restarter.restarting.tick_reports import Report
 from restarter.restarting.timer_state import TimerContext, settle, settled
-from restarter.services import events, metrics
+from restarter.services import metrics
 from restarter.services.kube.errors import Conflict
 
 #: Decisions whose patch drops the marks without restarting.
@@ -27,9 +28,10 @@ PACING_POLL = 0.5
 
 
 def _decide(
-    timer: TimerContext, workload: Mapping[str, Any], now: dt.datetime
+    timer: TimerContext, workload: Mapping[str, Any], now: dt.datetime, reports: list[Report]
 ) -> restart_decisions.RestartDecision | None:
-    """The decision of one tick, with what it reports; None when nothing is to be sent."""
+    """The decision of one tick; None when nothing is to be sent. On the event loop: the
+    Events it decides on are added to ``reports``, for a thread to post."""
     memo, logger = timer.state, timer.logger
     metadata = workload["metadata"]
     if settled(timer.memo, metadata):
@@ -37,19 +39,20 @@ def _decide(
     decision = restart_decisions.decide_restart(workload, timer.settings, now)
     if decision.action is not Action.RESTART:
         timer.pacer.withdraw(workload_key(timer.plural, workload))
-        tick_reports.report_deferral(timer, workload, decision, now)
+        if deferred := tick_reports.report_deferral(timer, decision, now):
+            reports.append(deferred)
     reported = memo.reported_problems
     for problem in decision.problems:
         if problem not in reported:
             reported.add(problem)
             logger.warning(f"ignoring pending mark {problem}")
-            events.QUEUED.post(workload, reason=reasons.INVALID_PENDING_MARK, message=problem)
+            reports.append(Report(reason=reasons.INVALID_PENDING_MARK, message=problem))
     if decision.action is Action.PAUSED:
         if not memo.reported_paused:
             memo.reported_paused = True
             message = f"restart due but the {timer.kind} is paused; it stays pending until resumed"
             logger.info(message)
-            events.QUEUED.post(workload, reason=reasons.RESTART_DEFERRED, message=message)
+            reports.append(Report(reason=reasons.RESTART_DEFERRED, message=message))
         return None
     memo.reported_paused = False
     if decision.action in (Action.RESTART, Action.WAIT, *CLEARING):
@@ -66,7 +69,10 @@ async def restart_when_due(timer: TimerContext, workload: Mapping[str, Any]) -> 
     pending, and the first tick after the close posts ``RestartDeferred``.
     """
     now = dt.datetime.now(dt.UTC)
-    decision = _decide(timer, workload, now)
+    reports: list[Report] = []
+    decision = _decide(timer, workload, now, reports)
+    if reports:  # rare (a deferral, an unreadable mark, a pause): one more thread hop
+        await asyncio.to_thread(tick_reports.post_reports, timer, workload, reports)
     if decision is None:
         return
     if decision.action is Action.WAIT:

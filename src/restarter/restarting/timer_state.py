@@ -16,6 +16,7 @@ from restarter.model.resource_versions import compare_versions
 from restarter.restarting import pacing
 from restarter.restarting.blocking import Blockers
 from restarter.restarting.judging_waits import JudgingWaits
+from restarter.services.events import Events
 from restarter.services.kube.api import Api
 from restarter.services.settings import Settings
 
@@ -119,6 +120,9 @@ class TimerContext:
 
     logger: logging.Logger | logging.LoggerAdapter[Any]
     """kopf's logger of this workload."""
+
+    events: Events
+    """The one Event path: posted from the tick's thread hops, never from the event loop."""
 
     blockers: Blockers | None = None
     """What may keep a due restart back (holds, gates, the circuit breaker), asked in

@@ -1,73 +1,111 @@
-"""The one Event path: every Event restarter posts goes through ``EventPath.post``, with a
+"""The one Event path: every Event restarter posts goes through ``Events.post``, with a
 reason declared in ``model.reasons`` (the Event's type is the reason's).
 
-Two carriers, chosen by where the flow runs, behind the one method:
+One carrier, built once per run around the API's ``create_event``: one create request
+from the calling thread. Every caller is a thread of a bounded pool already (the stamping
+pool, the tick's and the source check's hops into kopf's handler threads, the streams,
+the sweeper), so a fan-out to 10 000 dependents holds no queue of Events and no connection
+per Event. Never from the event loop: a request there would stall every handler and timer
+for as long as it takes, so ``post`` refuses to run in a thread that runs an event loop.
 
-- ``QUEUED``, inside kopf's handlers: kopf's queue posts the Event in the background,
-  through its bounded posting workers (``main.POSTING_WORKERS``).
-- ``Direct(api)``, outside them (the stamping threads, the streams, the source checks):
-  one create request from the calling thread, which its own bounded pool already limits
-  (a fan-out to 10 000 dependents holds no queue of Events and no connection per Event).
-
-Both tell the listeners (``listen``) of every Event they post: the notifications.
+What a failed post costs is the caller's choice, a parameter of each call (``on_failure``):
+``LOG`` logs it, counts it and goes on (the default: the decision is made, only its Event
+is lost); ``RAISE`` counts it and hands the error to the caller, who tells its own story.
+The listeners (``listen``: the notifications) are told of every Event posted, taken or not.
 """
 
 from __future__ import annotations
 
+import asyncio
+import enum
+import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, cast
-
-import kopf
+from typing import Any
 
 from restarter.model.reasons import Reason
+from restarter.services import metrics
+from restarter.services.kube.errors import ApiError
 from restarter.services.kube.posting import Poster
+
+log = logging.getLogger(__name__)
 
 #: Called with every Event posted (the object, its reason, the message): notifications.
 Listener = Callable[[Mapping[str, Any], Reason, str], None]
-_listeners: list[Listener] = []
 
 
-def listen(listener: Listener) -> None:
-    """Have ``listener`` told of every Event posted from now on (once per listener)."""
-    if listener not in _listeners:
-        _listeners.append(listener)
+class OnFailure(enum.Enum):
+    """What a post that the API did not take does, besides counting it."""
+
+    LOG = "log"
+    """Log a warning naming the object and the reason, and return."""
+
+    RAISE = "raise"
+    """Raise the error (an ``ApiError`` when the API answered, or left no answer)."""
 
 
-def unlisten(listener: Listener) -> None:
-    """Stop telling ``listener``."""
-    if listener in _listeners:
-        _listeners.remove(listener)
+LOG, RAISE = OnFailure.LOG, OnFailure.RAISE
 
 
-def _tell(obj: Mapping[str, Any], reason: Reason, message: str) -> None:
-    for listener in list(_listeners):
-        listener(obj, reason, message)
+class Events:
+    """Posts restarter's Events, each as one request from the calling thread."""
+
+    def __init__(self, poster: Poster) -> None:
+        self._poster = poster
+        # Replaced whole, never changed in place: the posting threads read it without a
+        # lock while start-up and clean-up (one thread each) listen and stop.
+        self._listeners: tuple[Listener, ...] = ()
+
+    def listen(self, listener: Listener) -> None:
+        """Have ``listener`` told of every Event posted from now on (once per listener)."""
+        if listener not in self._listeners:
+            self._listeners = (*self._listeners, listener)
+
+    def unlisten(self, listener: Listener) -> None:
+        """Stop telling ``listener``."""
+        self._listeners = tuple(known for known in self._listeners if known != listener)
+
+    def post(
+        self,
+        obj: Mapping[str, Any],
+        *,
+        reason: Reason,
+        message: str,
+        on_failure: OnFailure = LOG,
+    ) -> None:
+        """An Event about ``obj`` (its apiVersion, kind and metadata), as restarter; a
+        failure as ``on_failure`` says. RuntimeError when called on an event loop."""
+        if _on_event_loop():
+            raise RuntimeError(f"the {reason} Event was posted from the event loop")
+        try:
+            self._poster.create_event(obj, type=reason.type, reason=reason.name, message=message)
+        except Exception as error:
+            metrics.EVENTS_FAILED.labels(reason.name).inc()
+            self._tell(obj, reason, message)
+            if on_failure is RAISE:
+                raise
+            log.warning(f"the {reason} Event on {_named(obj)} was not posted: {_brief(error)}")
+            return
+        self._tell(obj, reason, message)
+
+    def _tell(self, obj: Mapping[str, Any], reason: Reason, message: str) -> None:
+        for listener in self._listeners:
+            listener(obj, reason, message)
 
 
-class EventPath(Protocol):
-    def post(self, obj: Mapping[str, Any], *, reason: Reason, message: str) -> None:
-        """An Event about ``obj`` (its apiVersion, kind and metadata), as restarter."""
-        ...
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
-class Queued:
-    """Inside a kopf handler: its queue posts the Event in the background."""
-
-    def post(self, obj: Mapping[str, Any], *, reason: Reason, message: str) -> None:
-        kopf.event(cast(Any, obj), type=reason.type, reason=reason.name, message=message)
-        _tell(obj, reason, message)
+def _named(obj: Mapping[str, Any]) -> str:
+    metadata = obj.get("metadata") or {}
+    return f"{obj.get('kind', '')} {metadata.get('namespace', '')}/{metadata.get('name', '')}"
 
 
-#: The path of kopf's handlers (it holds nothing).
-QUEUED = Queued()
-
-
-class Direct:
-    """Outside kopf's handlers: one create request per Event, from the calling thread."""
-
-    def __init__(self, api: Poster) -> None:
-        self.api = api
-
-    def post(self, obj: Mapping[str, Any], *, reason: Reason, message: str) -> None:
-        self.api.create_event(obj, type=reason.type, reason=reason.name, message=message)
-        _tell(obj, reason, message)
+def _brief(error: Exception) -> str:
+    """The API's answer (``HTTP 403 Forbidden: ...``), or the error's type alone: nothing
+    of the Event's message, nothing of a request's body."""
+    return error.describe() if isinstance(error, ApiError) else type(error).__name__

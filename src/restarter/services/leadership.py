@@ -30,7 +30,7 @@ RENEW_DEADLINE = 10
 #: Seconds between attempts to acquire or renew.
 RETRY_PERIOD = 2
 
-log = logging.getLogger("restarter.leadership")
+log = logging.getLogger(__name__)
 
 
 def identity() -> str:
@@ -73,7 +73,6 @@ def _standby_health(endpoint: str | None) -> ThreadingHTTPServer | None:
 def lead(namespace: str, name: str, liveness_endpoint: str | None) -> None:
     """Block until this replica holds the Lease; keep renewing it in a daemon thread."""
     me = identity()
-    logging.getLogger("leaderelection").setLevel(logging.WARNING)  # one line per retry
     config = electionconfig.Config(  # type: ignore[no-untyped-call]
         LeaseLock(name, namespace, me),  # type: ignore[no-untyped-call]
         lease_duration=LEASE_DURATION,

@@ -96,6 +96,13 @@ DEADLINE_RESTARTS = Counter(
     "whether the certificate the pods ran with had already expired: before, expired.",
     ["kind", "when"],
 )
+EVENTS_FAILED = Counter(
+    "restarter_events_failed_total",
+    "Events restarter posted that the API did not take (refused, or left without an "
+    "answer after retries), by reason. What they reported was done all the same; its log "
+    "line says so.",
+    ["reason"],
+)
 NOTIFICATIONS = Counter(
     "restarter_notifications_total",
     "Notification messages (each a batch of one namespace's Events) by result: sent, "

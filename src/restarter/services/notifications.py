@@ -1,9 +1,10 @@
 """Notifications through apprise: restarter's notified Events (``model.notices``), told by
-the Event path (``events.listen``), sent to the configured URLs, batched per namespace.
+the Event path (``Events.listen``), sent to the configured URLs, batched per namespace.
 
 A namespace's batch goes out once no notice joined it for ``batch`` seconds (a window's
 restarts arrive together), or ``MAX_AGE`` batches after it began. URLs carry tokens: they
-are never logged, and apprise's own log (which may name them) is silenced.
+are never logged, and apprise's own log (which may name them) is silenced
+(``services.logs``).
 """
 
 from __future__ import annotations
@@ -33,9 +34,8 @@ class NotifyError(ValueError):
 
 
 def _apprise(urls: Iterable[str]) -> Any:
-    import apprise  # loaded only when notifications are configured
+    import apprise  # loaded only when notifications are configured (its log: services.logs)
 
-    logging.getLogger("apprise").setLevel(logging.CRITICAL + 1)
     sender = apprise.Apprise()
     for position, url in enumerate(urls, 1):
         if not sender.add(url):
@@ -59,7 +59,7 @@ class _Batch:
 
 
 class Notifier:
-    """Listens to restarter's Events (``events.listen``) and sends batches in a thread."""
+    """Listens to restarter's Events (``Events.listen``) and sends batches in a thread."""
 
     def __init__(self, urls: Iterable[str], batch: float) -> None:
         self._sender = _apprise(urls)
