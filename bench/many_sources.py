@@ -107,6 +107,8 @@ def run_once(bench: Bench, operator: str, run: int) -> dict[str, Any]:
     # restarter lists every selected namespace's workloads before kopf starts: minutes for
     # a thousand namespaces on a busy machine. Ready is counted from the process's start.
     process.start(timeout=READY_TIMEOUT)
+    if bench.args.profile:
+        process.profile(Path(f"{_stem(bench, operator, run)}.speedscope.json"))
     sampler = RssSampler(process.pid)
     marks: dict[str, float] = {"started": process.started_at}
     try:
@@ -452,6 +454,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--memprofile",
         action="store_true",
         help="memray in restarter (allocations live at its peak) and its own 0.5 s samples",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="py-spy each Python operator, all threads, the whole run (speedscope files in "
+        "the workdir)",
     )
     parser.add_argument("--workdir", type=Path, help="cluster and logs (default: a temp dir)")
     parser.add_argument(

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -14,6 +16,7 @@ import pytest
 from restarter.model import keys, waves
 from restarter.model.waves import WaveRecord
 from restarter.restarting import breaker
+from restarter.restarting.blocking import Cached
 from restarter.restarting.breaker import Breaker
 from restarter.restarting.rollout_groups import RolloutGroups
 from tests.unit.test_waves_decisions import NOW, _plan
@@ -130,3 +133,32 @@ def test_a_group_change_recorded_after_its_release_tries_a_first_wave_of_its_own
         ("ns", "configmap", "bundle-01"),
         released,
     )
+
+
+def test_restarts_that_ask_while_a_read_is_under_way_wait_for_it_instead_of_reading() -> None:
+    reads: list[int] = []
+    started = threading.Event()
+
+    def slow_read() -> int:
+        reads.append(1)
+        started.set()
+        time.sleep(0.2)
+        return len(reads)
+
+    cache: Cached[int] = Cached(ttl=5)
+    first = threading.Thread(target=cache.get, args=("secret/db", slow_read))
+    first.start()
+    started.wait(2)
+    answers: list[int] = []
+    askers = [
+        threading.Thread(target=lambda: answers.append(cache.get("secret/db", slow_read)))
+        for _ in range(20)
+    ]
+    for asker in askers:
+        asker.start()
+    for thread in (first, *askers):
+        thread.join(5)
+    assert len(reads) == 1
+    assert answers == [1] * 20
+    # Another version of the answer is read, once.
+    assert cache.get("secret/db", slow_read, version="2") == 2

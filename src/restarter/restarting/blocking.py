@@ -122,31 +122,55 @@ def _what(name: str) -> str:
 
 class Cached(Generic[T]):
     """What a read answers (or the error it raised), read again once ``ttl`` has passed:
-    one read serves every restart that asks meanwhile. An answer derived from another
-    answer is asked with that answer's ``version``: it serves only the same version."""
+    one read serves every restart that asks meanwhile, and restarts that ask while it is
+    under way wait for it rather than read too (a window opening on a thousand restarts
+    makes one read, not a thousand). An answer derived from another answer is asked with
+    that answer's ``version``: it serves only the same version."""
 
     def __init__(self, ttl: float) -> None:
         self.ttl = ttl
         self._answers: dict[Any, tuple[float, Any, T | None, BaseException | None]] = {}
+        self._reading: dict[Any, threading.Event] = {}
         self._lock = threading.Lock()
 
     def get(self, key: Any, read: Callable[[], T], version: Any = None) -> T:
-        now = time.monotonic()
-        with self._lock:
-            cached = self._answers.get(key)
-        if cached is None or now - cached[0] >= self.ttl or cached[1] != version:
-            value: T | None = None
-            error: BaseException | None = None
-            try:
-                value = read()
-            except Exception as failure:
-                error = failure
-            cached = (now, version, value, error)
+        while True:
+            now = time.monotonic()
             with self._lock:
-                self._answers[key] = cached
+                cached = self._answers.get(key)
+                fresh = cached is not None and now - cached[0] < self.ttl and cached[1] == version
+                under_way = None if fresh else self._reading.get(key)
+                if not fresh and under_way is None:
+                    self._reading[key] = threading.Event()
+            if fresh:
+                break
+            if under_way is not None:
+                under_way.wait()  # then take what it read, or read if it was not this version
+                continue
+            cached = self._read(key, read, version, now)
+            break
+        assert cached is not None
         if cached[3] is not None:
             raise cached[3]
         return cached[2]  # type: ignore[return-value]
+
+    def _read(
+        self, key: Any, read: Callable[[], T], version: Any, now: float
+    ) -> tuple[float, Any, T | None, BaseException | None]:
+        value: T | None = None
+        error: BaseException | None = None
+        answered = False
+        try:
+            value = read()
+            answered = True
+        except Exception as failure:
+            error, answered = failure, True
+        finally:  # whatever happens, those waiting for this read go on
+            with self._lock:
+                if answered:
+                    self._answers[key] = (now, version, value, error)
+                self._reading.pop(key).set()
+        return (now, version, value, error)
 
     def forget(self, key: Any) -> None:
         with self._lock:
