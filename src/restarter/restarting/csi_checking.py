@@ -18,7 +18,7 @@ from typing import Any
 
 from restarter.cluster.csi_watching import PodStatuses
 from restarter.model import csi, keys, reasons, windows
-from restarter.model.fan_out import Target, plan_fan_out
+from restarter.model.fan_out import FanOut, Target, plan_fan_out
 from restarter.model.kinds import WORKLOAD_KINDS
 from restarter.model.references import SECRET_PROVIDER_CLASS
 from restarter.restarting.fanning_out import describe_keys, send_stamps
@@ -104,18 +104,7 @@ def _check_workload(
         }
     }
     now = dt.datetime.now(dt.UTC)
-    plan = None
-    if change.changed:
-        reader = target._replace(keys=change.new_ids)
-        plan = plan_fan_out(
-            kind=SECRET_PROVIDER_CLASS,
-            name=name,
-            readers=[reader],
-            source_window=request,
-            settings=context.settings,
-            change_id=change.change_id,
-            now=now,
-        )
+    plan = _plan(context, name, request, target, change, now) if change.changed else None
     if plan is None or not plan.targets:
         # First sight, or a change no window asked for: the versions are recorded alone,
         # so that a later opt-in does not restart for them.
@@ -142,6 +131,30 @@ def _check_workload(
     context.logger.info(message)
     context.events.post(body, reason=reasons.CHANGE_DETECTED, message=message)
     return True
+
+
+def _plan(
+    context: SourceContext,
+    name: str,
+    request: windows.WindowRequest | None,
+    target: Target,
+    change: csi.VersionChange,
+    now: dt.datetime,
+) -> FanOut:
+    """The stamp of one workload for a change of the class: the objects with a new version
+    named in its mark (ids, never values)."""
+    return plan_fan_out(
+        kind=SECRET_PROVIDER_CLASS,
+        name=name,
+        readers=[target._replace(keys=change.new_ids)],
+        source_window=request,
+        settings=context.settings,
+        change_id=change.change_id,
+        now=now,
+        # The pods rotate within the driver's poll interval: the quiet period lets the
+        # last of them report before the restart.
+        quiet=context.settings.quiet,
+    )
 
 
 def _record_only(
