@@ -127,7 +127,7 @@ target() {
     alertmanager) echo "$(controller_bin alertmanager "$ALERTMANAGER_VERSION")/$1" ;;
     registry | registry-htpasswd) echo "$(controller_bin registry "$DISTRIBUTION_VERSION")/$1" ;;
     promtool) echo "$(controller_bin promtool "$PROMETHEUS_VERSION")/$1" ;;
-    secrets-store-csi-driver | secrets-store-fake-provider)
+    secrets-store-csi-driver | secrets-store-fake-provider | secrets-store-registrar)
       echo "$(controller_bin secrets-store-csi-driver "$SECRETS_STORE_CSI_DRIVER_VERSION")/$1" ;;
     *) echo "$BIN/$1" ;;
   esac
@@ -163,6 +163,9 @@ build() {
       build_controller secrets-store-csi-driver \
         sigs.k8s.io/secrets-store-csi-driver/cmd/secrets-store-csi-driver "$1" ;;
     secrets-store-fake-provider) build_controller secrets-store-csi-driver ./fake-provider "$1" ;;
+    # Registers the driver with the kubelet (plugins_registry), as node-driver-registrar
+    # does; node-driver-registrar is not served by the module proxy.
+    secrets-store-registrar) build_controller secrets-store-csi-driver ./registrar "$1" ;;
   esac
 }
 
@@ -186,7 +189,8 @@ tools_of() {
     alertmanager) echo alertmanager ;;
     registry | registry-htpasswd) echo registry ;;
     promtool) echo promtool ;;
-    secrets-store-csi-driver | secrets-store-fake-provider) echo secrets-store-csi-driver ;;
+    secrets-store-csi-driver | secrets-store-fake-provider | secrets-store-registrar)
+      echo secrets-store-csi-driver ;;
   esac
 }
 
@@ -209,6 +213,7 @@ COMPONENTS=(
   "registry-htpasswd $DISTRIBUTION_VERSION 30-s"
   "secrets-store-csi-driver $SECRETS_STORE_CSI_DRIVER_VERSION 3-min"
   "secrets-store-fake-provider $SECRETS_STORE_CSI_DRIVER_VERSION 30-s"
+  "secrets-store-registrar $SECRETS_STORE_CSI_DRIVER_VERSION 30-s"
 )
 COUNT_ONLY=false
 [[ "${1:-}" == --count ]] && { COUNT_ONLY=true; shift; }

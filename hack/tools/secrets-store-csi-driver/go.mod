@@ -3,7 +3,11 @@ module restarter.local/tools/secrets-store-csi-driver
 
 go 1.26.1
 
-require sigs.k8s.io/secrets-store-csi-driver v1.5.4
+require (
+	google.golang.org/grpc v1.56.3
+	k8s.io/kubelet v0.26.4
+	sigs.k8s.io/secrets-store-csi-driver v1.5.4
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -56,7 +60,6 @@ require (
 	golang.org/x/time v0.3.0 // indirect
 	gomodules.xyz/jsonpatch/v2 v2.2.0 // indirect
 	google.golang.org/genproto v0.0.0-20230410155749-daa745c078e1 // indirect
-	google.golang.org/grpc v1.56.3 // indirect
 	google.golang.org/protobuf v1.33.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v2 v2.4.0 // indirect
