@@ -26,6 +26,7 @@ from restarter_cluster.cluster import Cluster
 from tests.conftest import Operator, wait_for
 from tests.integration.factories import deployment, window_hours_away, window_open_now
 from tests.integration.test_operator_restarts import TICKS, events, pending
+from tests.integration.test_plan_command import plan_json
 
 Core = kubernetes.client.CoreV1Api
 Apps = kubernetes.client.AppsV1Api
@@ -180,6 +181,7 @@ def test_crds_installed_after_start_are_picked_up_and_only_the_mounting_workload
 
 
 def test_reloaders_annotations_select_the_classes_they_name(
+    cluster: Cluster,
     core: Core,
     apps: Apps,
     custom: Custom,
@@ -214,9 +216,13 @@ def test_reloaders_annotations_select_the_classes_they_name(
         wait_for(lambda n=name: pending(apps, namespace, n), 30, message=f"{name} marked")
     marks = pending(apps, namespace, "auto")
     window = json.loads(next(v for k, v in marks.items() if k.startswith(keys.WINDOW_MARK)))
-    assert window["source"] == "SecretProviderClass/vault-db" and window["from"].startswith(
-        "reloader"
-    )
+    assert window["source"] == "SecretProviderClass/vault-db"
+    # restarter plan says what is pending, from which class, which objects and whose window.
+    rows = {row["name"]: row for row in plan_json(cluster.kubeconfig, "-n", namespace)}
+    assert set(rows) == {"listed", "auto"}
+    assert rows["auto"]["source"] == "SecretProviderClass/vault-db"
+    assert rows["auto"]["changedKeys"] == ["db-password"]
+    assert rows["auto"]["windowFrom"] == "reloader-default"
     # Asked by nobody: recorded, not marked.
     wait_for(
         lambda: recorded_versions(apps, namespace, "plain", "vault-db") != first["plain"],
