@@ -158,3 +158,18 @@ def test_reloaders_annotations_select_classes() -> None:
     assert not listed.selects(SECRET_PROVIDER_CLASS, "other", {})
     own = optin.opt_in({"annotations": {"restarter.io/restart-at": "03.00"}}, None, False)
     assert own is not None and own.selects(SECRET_PROVIDER_CLASS, "vault-db", {})
+
+
+def test_once_every_pod_rotated_the_old_version_leaves_the_record_and_a_rollback_is_new() -> None:
+    def recorded(change: csi.VersionChange) -> frozenset[str] | None:
+        return csi.read_versions({csi.versions_key("c"): change.record}, "c")
+
+    rotating = csi.version_change(
+        recorded(csi.version_change(None, frozenset({("db", "1")}))),
+        frozenset({("db", "1"), ("db", "2")}),
+    )
+    rotated = csi.version_change(recorded(rotating), frozenset({("db", "2")}))
+    assert rotated.stale and not rotated.changed
+    rolled_back = csi.version_change(recorded(rotated), frozenset({("db", "1")}))
+    assert rolled_back.changed and rolled_back.new_ids == {"db"}
+    assert not csi.version_change(recorded(rotated), frozenset({("db", "2")})).stale

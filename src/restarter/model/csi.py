@@ -161,6 +161,10 @@ class VersionChange:
     change_id: str
     """The change's id: the same for every pod and every try that reports these versions."""
 
+    stale: bool = False
+    """Nothing new, but the record names versions no pod reports any more (every pod
+    rotated): recorded again alone, so that a version rolled back to counts as new."""
+
     @property
     def changed(self) -> bool:
         return bool(self.new_ids) and not self.baseline
@@ -178,7 +182,8 @@ def version_change(
     if recorded is None:
         return VersionChange(True, frozenset(), record, change_id)
     new = frozenset(item[0] for item, digest in digests.items() if digest not in recorded)
-    return VersionChange(False, new, record, change_id)
+    stale = not new and recorded != set(digests.values())
+    return VersionChange(False, new, record, change_id, stale)
 
 
 def reported_by(

@@ -94,7 +94,7 @@ def _check_workload(
     metadata = (workload or {}).get("metadata") or {}
     recorded = csi.read_versions(metadata.get("annotations"), name)
     change = csi.version_change(recorded, reported)
-    if workload is None or (recorded is not None and not change.new_ids):
+    if workload is None or (recorded is not None and not change.new_ids and not change.stale):
         return True
     label = f"{WORKLOAD_KINDS[target.plural]} {target.name}"
     record: dict[str, Any] = {
@@ -108,7 +108,7 @@ def _check_workload(
     if plan is None or not plan.targets:
         # First sight, or a change no window asked for: the versions are recorded alone,
         # so that a later opt-in does not restart for them.
-        return _record_only(context, target, namespace, record, label, change.changed)
+        return _record_only(context, target, namespace, record, _recorded_note(label, change))
     (patch,) = plan.patches.values()
     patch["metadata"]["annotations"] |= record["metadata"]["annotations"]
     patch["metadata"]["resourceVersion"] = metadata.get("resourceVersion")
@@ -162,26 +162,30 @@ def _record_only(
     target: Target,
     namespace: str,
     record: dict[str, Any],
-    label: str,
-    changed: bool,
+    note: str,
 ) -> bool:
     try:
         context.api.patch_workload(target.plural, namespace, target.name, record)
     except ApiError as error:
+        what = f"{WORKLOAD_KINDS[target.plural]} {target.name}"
         context.logger.warning(
-            f"could not record the object versions of {label}: {error.describe()}"
+            f"could not record the object versions of {what}: {error.describe()}"
         )
         return False
-    if changed:
-        context.logger.info(
+    context.logger.info(note)
+    return True
+
+
+def _recorded_note(label: str, change: csi.VersionChange) -> str:
+    """The log line of versions recorded without a restart."""
+    if change.baseline:
+        return f"first sight of the object versions of {label}: recorded; nothing restarts"
+    if change.changed:
+        return (
             f"object versions changed in the pods of {label}, which asked for no window: "
             "recorded; nothing restarts"
         )
-    else:
-        context.logger.info(
-            f"first sight of the object versions of {label}: recorded; nothing restarts"
-        )
-    return True
+    return f"every pod of {label} reports the newer versions: recorded"
 
 
 class ClassChecks:
