@@ -3,8 +3,8 @@
 # node's kubelet too; its containerd and runc are Debian's, installed by hack/setup.sh).
 # Output: $RESTARTER_CACHE/k8s-<version>/bin (default ~/.cache/restarter/...), and
 # cert-manager's controller in $RESTARTER_CACHE/cert-manager-<version>/bin, Argo Rollouts'
-# in $RESTARTER_CACHE/argo-rollouts-<version>/bin, the registry, promtool and Alertmanager
-# likewise.
+# in $RESTARTER_CACHE/argo-rollouts-<version>/bin, the registry, promtool, Alertmanager and
+# the Secrets Store CSI Driver (its node plugin and its fake provider) likewise.
 # A second run finds the binaries and builds nothing.
 #
 #   hack/build-cluster-binaries.sh [COMPONENT...]   every component, or only those named
@@ -80,6 +80,7 @@ controller_version() {
     registry) echo "$DISTRIBUTION_VERSION" ;;
     promtool) echo "$PROMETHEUS_VERSION" ;;
     alertmanager) echo "$ALERTMANAGER_VERSION" ;;
+    secrets-store-csi-driver) echo "$SECRETS_STORE_CSI_DRIVER_VERSION" ;;
   esac
 }
 controller_module() {
@@ -89,6 +90,7 @@ controller_module() {
     registry) echo github.com/distribution/distribution/v3 ;;
     promtool) echo github.com/prometheus/prometheus ;;
     alertmanager) echo github.com/prometheus/alertmanager ;;
+    secrets-store-csi-driver) echo sigs.k8s.io/secrets-store-csi-driver ;;
   esac
 }
 
@@ -125,6 +127,8 @@ target() {
     alertmanager) echo "$(controller_bin alertmanager "$ALERTMANAGER_VERSION")/$1" ;;
     registry | registry-htpasswd) echo "$(controller_bin registry "$DISTRIBUTION_VERSION")/$1" ;;
     promtool) echo "$(controller_bin promtool "$PROMETHEUS_VERSION")/$1" ;;
+    secrets-store-csi-driver | secrets-store-fake-provider | secrets-store-registrar)
+      echo "$(controller_bin secrets-store-csi-driver "$SECRETS_STORE_CSI_DRIVER_VERSION")/$1" ;;
     *) echo "$BIN/$1" ;;
   esac
 }
@@ -152,6 +156,16 @@ build() {
     promtool)
       GOFLAGS="$GOFLAGS -tags=remove_all_sd" \
         build_controller promtool github.com/prometheus/prometheus/cmd/promtool "$1" ;;
+    # The Secrets Store CSI Driver's node plugin, through hack/tools/secrets-store-csi-driver
+    # (whose go.mod stands in for monis.app/mlog, which the proxy does not serve), and the
+    # driver's own fake provider (provider/fake) served by a small entry point there.
+    secrets-store-csi-driver)
+      build_controller secrets-store-csi-driver \
+        sigs.k8s.io/secrets-store-csi-driver/cmd/secrets-store-csi-driver "$1" ;;
+    secrets-store-fake-provider) build_controller secrets-store-csi-driver ./fake-provider "$1" ;;
+    # Registers the driver with the kubelet (plugins_registry), as node-driver-registrar
+    # does; node-driver-registrar is not served by the module proxy.
+    secrets-store-registrar) build_controller secrets-store-csi-driver ./registrar "$1" ;;
   esac
 }
 
@@ -162,10 +176,10 @@ check_pin() { # tools name
   grep -Eq "$module $version( |\$)" "$HERE/tools/$1/go.mod" || {
     echo "hack/tools/$1/go.mod does not require $module $version" >&2; exit 1; }
 }
-# The tests read cert-manager's and Argo Rollouts' CRDs from their module in Go's module
+# The tests read cert-manager's, Argo Rollouts' and the CSI driver's CRDs from their module in Go's module
 # cache, so the module is downloaded also when the binary is cached (quick when it is there).
 fetch_crds() { # tools name
-  [[ "$1" == cert-manager || "$1" == argo-rollouts ]] || return 0
+  [[ "$1" == cert-manager || "$1" == argo-rollouts || "$1" == secrets-store-csi-driver ]] || return 0
   (cd "$HERE/tools/$1" && go mod download "$(controller_module "$1")" >>"$RESTARTER_STEPS_LOG" 2>&1)
 }
 tools_of() {
@@ -175,6 +189,8 @@ tools_of() {
     alertmanager) echo alertmanager ;;
     registry | registry-htpasswd) echo registry ;;
     promtool) echo promtool ;;
+    secrets-store-csi-driver | secrets-store-fake-provider | secrets-store-registrar)
+      echo secrets-store-csi-driver ;;
   esac
 }
 
@@ -195,6 +211,9 @@ COMPONENTS=(
   "registry $DISTRIBUTION_VERSION 1-min"
   "promtool $PROMETHEUS_VERSION 2-min"
   "registry-htpasswd $DISTRIBUTION_VERSION 30-s"
+  "secrets-store-csi-driver $SECRETS_STORE_CSI_DRIVER_VERSION 3-min"
+  "secrets-store-fake-provider $SECRETS_STORE_CSI_DRIVER_VERSION 30-s"
+  "secrets-store-registrar $SECRETS_STORE_CSI_DRIVER_VERSION 30-s"
 )
 COUNT_ONLY=false
 [[ "${1:-}" == --count ]] && { COUNT_ONLY=true; shift; }

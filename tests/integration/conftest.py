@@ -36,6 +36,8 @@ CHART_VALUES = ("--set", "rollouts.enabled=true")
 SELECTOR_VALUES = (*CHART_VALUES, "--set", "namespaceSelector=restarter-tests")
 #: With the blocking-pod gate the chart also grants list on Pods.
 POD_GATE_VALUES = (*CHART_VALUES, "--set", "gates.blockingPodSelector=job")
+#: With --csi the chart also grants reading the CSI driver's classes and pod statuses.
+CSI_VALUES = (*CHART_VALUES, "--set", "csi.enabled=true")
 
 
 @pytest.fixture(autouse=True)
@@ -49,6 +51,8 @@ def operators_as_the_chart(chart_identities: ChartIdentities) -> Iterator[None]:
         values = SELECTOR_VALUES if "--namespace-selector" in args else CHART_VALUES
         if "--gate-blocking-pods" in args:
             values = POD_GATE_VALUES
+        if "--csi" in args:
+            values = CSI_VALUES
         kubeconfig = chart_identities.get(*values).kubeconfig
         if not before:
             before.append(chart_identities.refusals())

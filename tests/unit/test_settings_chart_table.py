@@ -44,6 +44,7 @@ CHANGED: dict[str, Any] = {
     "reloaderAnnotations.enabled": True,
     "reloaderAnnotations.window": "03.00",
     "rollouts.enabled": True,
+    "csi.enabled": True,
     "hold": "change freeze",
     "certificateMargin": "2h",
     "gates.alertmanagerUrl": "http://alertmanager:9093",

@@ -38,6 +38,7 @@ SAMPLES = {
     "--reloader-annotations": "true",
     "--reloader-window": "03.00",
     "--no-rollouts": "false",
+    "--csi": "true",
     "--hold": "change freeze",
     "--certificate-margin": "2h",
     "--notify-batch": "30s",
@@ -55,6 +56,7 @@ SWITCHES = {
     "--leader-election",
     "--reloader-annotations",
     "--no-rollouts",
+    "--csi",
     "--gate-namespace-only",
     "--gate-fail-open",
 }

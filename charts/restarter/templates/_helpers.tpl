@@ -55,6 +55,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   resources: [rollouts]
   verbs: [get, list, watch, patch]
 {{- end }}
+{{- if .Values.csi.enabled }}
+# The Secrets Store CSI Driver's SecretProviderClasses (their restart-at window) and the
+# object versions it reports per pod; read only.
+- apiGroups: [secrets-store.csi.x-k8s.io]
+  resources: [secretproviderclasses, secretproviderclasspodstatuses]
+  verbs: [get, list, watch]
+{{- end }}
 # Events on sources and workloads (ChangeDetected, RestartScheduled, Restarted, warnings);
 # kopf only ever creates them.
 - apiGroups: [""]

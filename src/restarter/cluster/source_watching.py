@@ -155,6 +155,8 @@ class SourceWatcher:
     def wanted(self, namespace: str, kind: str | None, name: str | None) -> None:
         """The reference map's news: a source became wanted (check it), or any source of a
         namespace may have (list that namespace's metadata again)."""
+        if kind is not None and kind not in SOURCE_KINDS:
+            return  # a SecretProviderClass: its changes come from the CSI driver's reports
         if kind is not None and name is not None:
             # A labelled source is kopf's: its next change reaches the source flow anyway.
             if not self.versions.is_labelled((kind, namespace, name)):

@@ -84,8 +84,14 @@ class Projected(Struct, **_SLIM):
     sources: list[ProjectedSource] | UnsetType | None = UNSET
 
 
+class CsiVolume(Struct, **_SLIM):
+    driver: str | UnsetType | None = UNSET
+    volumeAttributes: dict[str, str] | UnsetType | None = UNSET
+
+
 class Volume(Struct, **_SLIM):
     name: str | UnsetType = UNSET
+    csi: CsiVolume | UnsetType | None = UNSET
     secret: SecretVolume | UnsetType | None = UNSET
     configMap: ConfigMapVolume | UnsetType | None = UNSET
     projected: Projected | UnsetType | None = UNSET

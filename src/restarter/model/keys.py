@@ -114,6 +114,13 @@ WINDOW_MARK = f"restart-at.{PREFIX}"
 #: marks.
 DEADLINE = f"deadline.{PREFIX}"
 
+#: Annotation prefix on a workload: per SecretProviderClass it mounts
+#: (``csi-versions.restarter.io/secretproviderclass.<name>``), JSON list of the short
+#: digests of the object versions (provider id and version identifier, never a value) its
+#: pods reported when restarter last looked: a version not in it is a change. Written in
+#: the same patch as the change's marks.
+CSI_VERSIONS = f"csi-versions.{PREFIX}"
+
 #: How the annotation keys of a pending mark (both halves, and its deadlines) begin.
 MARK_PREFIXES = (PENDING_MARK + "/", WINDOW_MARK + "/", DEADLINE + "/")
 
@@ -150,7 +157,7 @@ WRITTEN: dict[str, tuple[str, ...]] = {
     "sourceAnnotations": (CHECKSUM, KEY_DIGESTS, CHANGE, NOT_AFTER, WAVE, RESUME),
     "workloadAnnotations": (RESTART_TS, RESTARTED_FOR),
     # The pending marks, and kopf's own progress, diff base and markers on workloads.
-    "workloadAnnotationPrefixes": (*MARK_PREFIXES, f"{KOPF_PREFIX}/"),
+    "workloadAnnotationPrefixes": (*MARK_PREFIXES, f"{KOPF_PREFIX}/", f"{CSI_VERSIONS}/"),
     "workloadLabels": (PENDING_LABEL,),
     "workloadFinalizers": (FINALIZER,),
     "podTemplateAnnotations": (KUBECTL_RESTARTED_AT,),

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from restarter.model import keys
-from restarter.model.references import CONFIGMAP, SECRET
+from restarter.model.references import CONFIGMAP, SECRET, SECRET_PROVIDER_CLASS
 
 RELOADER = "reloader.stakater.com"
 # Reloader's annotations, read by the rules of Reloader 1.4.21 (its ``common.ShouldReload``),
@@ -28,21 +28,35 @@ RELOADER = "reloader.stakater.com"
 # ``search``), else on its pod template; exclude lists only on the workload.
 
 #: On a workload (or its pod template): Go's ParseBool truths (``true``, ``True``, ``1``,
-#: ...) select every Secret and ConfigMap its pod template uses.
+#: ...) select every Secret and ConfigMap its pod template uses (and, with ``--csi``, every
+#: SecretProviderClass it mounts, as Reloader with its CSI integration).
 RELOADER_AUTO = f"{RELOADER}/auto"
 #: On a workload (or its pod template): the same, for Secrets only or ConfigMaps only.
-RELOADER_TYPED_AUTO = {SECRET: f"secret.{RELOADER}/auto", CONFIGMAP: f"configmap.{RELOADER}/auto"}
+#: ``secretproviderclass.reloader.stakater.com/auto`` selects the SecretProviderClasses it
+#: mounts through the Secrets Store CSI Driver (read only with ``--csi``).
+RELOADER_TYPED_AUTO = {
+    SECRET: f"secret.{RELOADER}/auto",
+    CONFIGMAP: f"configmap.{RELOADER}/auto",
+    SECRET_PROVIDER_CLASS: f"{SECRET_PROVIDER_CLASS}.{RELOADER}/auto",
+}
 #: On a workload (or its pod template): a comma list; each entry is the expression
 #: ``^entry$`` (``db.prod`` also matches ``db-prod``), and selects the sources of that kind
 #: it matches, used by the pod template or not. An entry that is no expression is skipped,
 #: with a Warning Event ``InvalidReloadEntry`` on the workload.
-RELOADER_RELOAD = {SECRET: f"secret.{RELOADER}/reload", CONFIGMAP: f"configmap.{RELOADER}/reload"}
+RELOADER_RELOAD = {
+    SECRET: f"secret.{RELOADER}/reload",
+    CONFIGMAP: f"configmap.{RELOADER}/reload",
+    SECRET_PROVIDER_CLASS: f"{SECRET_PROVIDER_CLASS}.{RELOADER}/reload",
+}
 #: On a workload: a comma list of names (exact, not expressions) that nothing selects,
 #: not even a reload list.
 RELOADER_EXCLUDE = {
     SECRET: f"secrets.exclude.{RELOADER}/reload",
     CONFIGMAP: f"configmaps.exclude.{RELOADER}/reload",
+    SECRET_PROVIDER_CLASS: f"{SECRET_PROVIDER_CLASS}es.exclude.{RELOADER}/reload",
 }
+#: Every kind of source a workload's own opt-in, or Reloader's ``auto``, selects.
+ALL_KINDS = frozenset({SECRET, CONFIGMAP, SECRET_PROVIDER_CLASS})
 #: On a workload (or its pod template): exactly ``"true"`` selects the sources its pod
 #: template uses that carry ``reloader.stakater.com/match: "true"``.
 RELOADER_SEARCH = f"{RELOADER}/search"
@@ -162,13 +176,13 @@ def _reloader_opt_in(
     own: bool,
 ) -> OptIn | None:
     """Reloader's annotations, kind by kind, with the workload's own opt-in (``own``)."""
-    kinds: set[str] = {SECRET, CONFIGMAP} if own else set()
+    kinds: set[str] = set(ALL_KINDS) if own else set()
     search: set[str] = set()
     named: set[tuple[str, str]] = set()
     patterns: list[tuple[str, str]] = []
     compiled: list[tuple[str, re.Pattern[str]]] = []
     invalid: list[tuple[str, str, str]] = []
-    for kind in (SECRET, CONFIGMAP):
+    for kind in sorted(ALL_KINDS):
         found = _reloader_annotations(kind, annotations, pod_annotations)
         if _parse_bool(found.get(RELOADER_AUTO)) or _parse_bool(
             found.get(RELOADER_TYPED_AUTO[kind])
@@ -225,7 +239,7 @@ def opt_in(
         pod_annotations = (pod_metadata or {}).get("annotations") or {}
         return _reloader_opt_in(window, annotations, pod_annotations, own)
     if own:
-        return OptIn(window, frozenset({SECRET, CONFIGMAP}))
+        return OptIn(window, ALL_KINDS)
     return None
 
 

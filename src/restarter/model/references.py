@@ -1,14 +1,16 @@
-"""Which Secrets and ConfigMaps a pod template uses (imagePullSecrets deliberately not)."""
+"""Which Secrets and ConfigMaps a pod template uses (imagePullSecrets deliberately not),
+and which SecretProviderClasses it mounts through the Secrets Store CSI Driver."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from restarter.model import keys
+from restarter.model import csi, keys
 
 SECRET = "secret"
 CONFIGMAP = "configmap"
+SECRET_PROVIDER_CLASS = csi.CLASS_KIND
 
 
 #: The keys of a source a reference reads: the names, or ``None`` for every key (``envFrom``,
@@ -56,7 +58,7 @@ class _Found:
 def references(pod_spec: Mapping[str, Any] | None) -> frozenset[Reference]:
     """Every Secret and ConfigMap the pod spec reads through env, envFrom or volumes, one
     Reference per source with the keys it reads (optional or not: a key that appears
-    later changes what the pods see)."""
+    later changes what the pods see), and every SecretProviderClass it mounts (whole)."""
     if not pod_spec:
         return frozenset()
     found = _Found()
@@ -83,6 +85,8 @@ def references(pod_spec: Mapping[str, Any] | None) -> frozenset[Reference]:
             configmap = source.get("configMap") or {}
             if name := configmap.get("name"):
                 found.add(CONFIGMAP, name, _item_keys(configmap))
+    for provider_class in csi.provider_classes(pod_spec):
+        found.add(SECRET_PROVIDER_CLASS, provider_class, None)
     return found.references()
 
 
@@ -108,6 +112,9 @@ def workload_key(plural: str, body: Mapping[str, Any]) -> WorkloadKey:
 
 #: The API kinds of sources, by the short kind used in annotation keys.
 SOURCE_KINDS = {SECRET: "Secret", CONFIGMAP: "ConfigMap"}
+#: The API kinds of every source a mark may name: the SecretProviderClass's changes come
+#: from the driver's status objects, not from a watch of the class.
+MARKED_KINDS = {**SOURCE_KINDS, SECRET_PROVIDER_CLASS: "SecretProviderClass"}
 
 
 def rollout_workload_ref(body: Mapping[str, Any]) -> str | None:

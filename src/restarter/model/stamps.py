@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from restarter.model import keys
-from restarter.model.references import SOURCE_KINDS, KeyNames
+from restarter.model.references import MARKED_KINDS, KeyNames
 from restarter.model.windows import WindowRequest
 
 
@@ -33,7 +33,7 @@ def stamp_patch(
             "annotations": {
                 keys.pending_key(kind, name): str(int(seen.timestamp())),
                 keys.window_key(kind, name): request.to_mark(
-                    f"{SOURCE_KINDS[kind]}/{name}", change, changed_keys, extra
+                    f"{MARKED_KINDS[kind]}/{name}", change, changed_keys, extra
                 ),
             }
         }

@@ -8,18 +8,22 @@ import logging
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
+from restarter.cluster.csi_watching import PodStatuses, PodStatusStream
+from restarter.cluster.list_watching import run_in_thread
 from restarter.cluster.namespace_watching import NamespaceScope, NamespaceWatcher
 from restarter.cluster.reference_map import ReferenceMap
 from restarter.cluster.seen_marks import SeenMarks
 from restarter.cluster.source_watching import SourceWatcher
 from restarter.cluster.workload_watching import ScopedInspector, WorkloadWatcher
 from restarter.model.kinds import ROLLOUTS
+from restarter.model.references import SECRET_PROVIDER_CLASS
 from restarter.operator.late_kinds import LateKind
 from restarter.operator.trimming import Trimmer
 from restarter.restarting.admitting import Admissions, Admitter
 from restarter.restarting.blocking import Blockers, HoldBlocker, gate_blockers
 from restarter.restarting.breaker import Breaker
 from restarter.restarting.checking import ObjectLog, SourceChecks
+from restarter.restarting.csi_checking import ClassChecks
 from restarter.restarting.finalizer_release import FinalizerReleaser, ReleaseFailed
 from restarter.restarting.judging_waits import JudgingWaits
 from restarter.restarting.observing import PacerSweeper, WorkloadObserver
@@ -117,6 +121,27 @@ class Components:
         )
         self.sweeper = PacerSweeper(self.events, self.pacer)
         self._source_checks(settings, api)
+        self._csi(settings, api, scopes)
+
+    def _csi(self, settings: Settings, api: Api, scopes: tuple[str | None, ...]) -> None:
+        """With ``--csi``: the CSI driver's reports, and the checks of the classes they name."""
+        self.csi_streams: list[PodStatusStream] = []
+        self.class_checks: ClassChecks | None = None
+        if not settings.csi:
+            return
+        statuses = PodStatuses()
+        self.class_checks = ClassChecks(statuses, self._class_context, self.watcher.in_sync)
+        self.csi_streams = [
+            PodStatusStream(api, statuses, scope, self.class_checks.stopping, self._class_changed)
+            for scope in scopes
+        ]
+
+    def _class_changed(self, namespace: str, name: str) -> None:
+        if self.class_checks is not None and self.scope.includes(namespace):
+            self.class_checks.submit(namespace, name)
+
+    def _class_context(self, namespace: str, name: str) -> SourceContext:
+        return self.source_context(SECRET_PROVIDER_CLASS, ObjectLog(SOURCES_LOG, namespace, name))
 
     def _source_checks(self, settings: Settings, api: Api) -> None:
         """The checks of sources kopf does not watch, and the Namespaces followed by label."""
@@ -197,6 +222,10 @@ class Components:
                     "until they are"
                 )
         self.watcher.start()
+        if self.class_checks is not None:
+            self.class_checks.start()
+            for stream in self.csi_streams:
+                run_in_thread(stream)
         self.sweeper.start()
         self.admitter.start()
         self.trimmer.start()
@@ -214,6 +243,8 @@ class Components:
         if self.namespaces is not None:
             self.namespaces.stop()
         self.watcher.stop()
+        if self.class_checks is not None:
+            self.class_checks.stop()
         self.sources.stop()
         self.sweeper.stop()
         self.admitter.stop()

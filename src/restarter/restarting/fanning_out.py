@@ -19,7 +19,7 @@ from restarter.model import (
 )
 from restarter.model.fan_out import FanOut
 from restarter.model.kinds import WORKLOAD_KINDS
-from restarter.model.references import SOURCE_KINDS
+from restarter.model.references import MARKED_KINDS, SOURCE_KINDS
 from restarter.model.windows import next_restart, parse_zone
 from restarter.restarting.source_context import SourceContext
 from restarter.services import metrics
@@ -231,7 +231,7 @@ def send_stamps(
         change_id=change_id,
         now=now,
         namespace=metadata["namespace"],
-        what=f"{SOURCE_KINDS[kind]} {metadata['name']}",
+        what=f"{MARKED_KINDS[kind]} {metadata['name']}",
         token=keys.source_token(kind, metadata["name"]),
     )
     # At most STAMP_CONCURRENCY stamps in flight, and no more queued: a fan-out holds

@@ -133,6 +133,11 @@ CHANGES_RELEASED = Counter(
     "expired (the halt expiry passed).",
     ["how"],
 )
+CSI_SERVED = Gauge(
+    "restarter_csi_served",
+    "With --csi: 1 while the Secrets Store CSI Driver's SecretProviderClassPodStatus kind is "
+    "served (its CRDs installed), 0 while restarter waits for it.",
+)
 LEADER = Gauge(
     "restarter_leader",
     "1 while this replica is the one acting (holds the Lease or runs alone), else 0.",

@@ -322,6 +322,18 @@ OPTIONS = (
         chart_value="rollouts.enabled",
     ),
     Option(
+        "csi",
+        "--csi",
+        "RESTARTER_CSI",
+        "restart workloads when the object versions the Secrets Store CSI Driver reports "
+        "for the SecretProviderClasses they mount change (reads SecretProviderClasses and "
+        "their pod statuses)",
+        on,
+        switch="true",
+        shown="off",
+        chart_value="csi.enabled",
+    ),
+    Option(
         "reloader_window",
         "--reloader-window",
         "RESTARTER_RELOADER_WINDOW",

@@ -87,6 +87,11 @@ class Settings:
     """Restart Argo Rollouts too, once their CRD is served (``RESTARTER_ROLLOUTS``:
     ``false`` never asks, lists or watches them)."""
 
+    csi: bool = False
+    """Restart the workloads that mount a SecretProviderClass through the Secrets Store CSI
+    Driver when the object versions their pods report change (``RESTARTER_CSI``:
+    ``true``); without the driver's CRDs, one warning, and they are picked up once served."""
+
     reloader_window: str = "now"
     """The window of a workload that opted in through Reloader's annotations and has no
     ``restarter.io/restart-at``: ``now`` or ``HH.MM[_HH.MM...]``

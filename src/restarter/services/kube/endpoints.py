@@ -67,6 +67,18 @@ class Endpoints:
 
         return method
 
+    def _custom_lister(
+        self, group: str, version: str, plural: str, namespace: str | None
+    ) -> Callable[..., Any]:
+        """The list method of a custom resource in ``namespace`` (None: every namespace)."""
+        if namespace:
+            return lambda **options: self._custom.list_namespaced_custom_object(
+                group, version, namespace, plural, **options
+            )
+        return lambda **options: self._custom.list_cluster_custom_object(
+            group, version, plural, **options
+        )
+
     def _lister(self, plural: str, namespace: str | None) -> Callable[..., Any]:
         kind = KINDS[plural]
         if plural not in APPS_STEMS:

@@ -7,7 +7,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from restarter.model import bodies
+from restarter.model import bodies, csi
 from restarter.model.kinds import KINDS, WORKLOAD_KINDS
 from restarter.services.kube.endpoints import (
     METADATA_LIST,
@@ -64,6 +64,29 @@ class Reader(Endpoints):
         return found is not None and any(
             item.get("name") == plural for item in found.get("resources") or []
         )
+
+    def served_resource(self, group: str, version: str, plural: str) -> bool:
+        """True when the API server's discovery of ``group/version`` lists ``plural``."""
+
+        def discovery(_name: str, _namespace: str, **options: Any) -> Any:
+            return self._custom.get_api_resources(group, version, **options)
+
+        found = self._read(discovery, "", "")
+        return found is not None and any(
+            item.get("name") == plural for item in found.get("resources") or []
+        )
+
+    def read_provider_class_metadata(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A SecretProviderClass's metadata (its ``restart-at`` label and window
+        annotations), or None if gone."""
+
+        def provider_class(name: str, namespace: str, **options: Any) -> Any:
+            return self._custom.get_namespaced_custom_object(
+                csi.GROUP, csi.VERSION, namespace, csi.CLASSES, name, **options
+            )
+
+        found = self._read(provider_class, namespace, name)
+        return None if found is None else {"metadata": found.get("metadata") or {}}
 
     def list_workloads(self, plural: str, namespace: str | None) -> list[dict[str, Any]]:
         """Every workload of a kind in ``namespace`` (None: every namespace), as plain dicts."""

@@ -9,13 +9,14 @@ from typing import Any
 
 from kubernetes.watch.watch import iter_resp_lines
 
-from restarter.model import bodies
+from restarter.model import bodies, csi
 from restarter.services.kube.connecting import CONNECT_TIMEOUT
 from restarter.services.kube.endpoints import (
     METADATA_LIST,
     METADATA_WATCH,
     Endpoints,
     plain_list,
+    whole,
 )
 from restarter.services.kube.requesting import retrying_timed, typed_errors
 
@@ -62,6 +63,21 @@ class Watcher(Endpoints):
         labels, annotations, resourceVersion: never data)."""
         lister = self._source_lister(kind, namespace)
         return plain_list(self._page(lister, continue_token, limit, METADATA_LIST))
+
+    def list_pod_statuses(
+        self, namespace: str | None, continue_token: str | None, limit: int
+    ) -> dict[str, Any]:
+        """One page of a consistent list of the CSI driver's SecretProviderClassPodStatuses
+        (object ids and versions: the driver writes no values there)."""
+        lister = self._custom_lister(csi.GROUP, csi.VERSION, csi.POD_STATUSES, namespace)
+        return whole(self._page(lister, continue_token, limit).data)
+
+    def watch_pod_statuses(
+        self, namespace: str | None, resource_version: str, timeout: int
+    ) -> WatchStream:
+        """A watch of SecretProviderClassPodStatuses from ``resource_version``."""
+        lister = self._custom_lister(csi.GROUP, csi.VERSION, csi.POD_STATUSES, namespace)
+        return self._watch(lister, resource_version, timeout)
 
     def list_namespaces(self, continue_token: str | None, limit: int) -> dict[str, Any]:
         """One page of a consistent list of Namespaces."""

@@ -1,0 +1,233 @@
+"""SecretProviderClasses of the Secrets Store CSI Driver as sources, on the real control
+plane with the driver's own CRDs (read from its pinned module): the status objects are
+written as the driver writes them (named after pod, namespace and class, owned by the pod,
+``status.podName``, ``secretProviderClassName``, ``mounted``, ``objects``), since no driver
+runs on the cluster tier's nodes.
+
+Without the CRDs the operator warns once and carries on; once they are installed it picks
+them up without a restart. Only the workload that mounts the class is marked, once for the
+versions all its pods report, and restarts in the class's window; Reloader's annotations
+select classes as Reloader's CSI integration does.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import kubernetes
+import pytest
+
+from restarter.model import csi, keys
+from restarter_cluster import secrets_store_csi
+from restarter_cluster.cluster import Cluster
+from tests.conftest import Operator, wait_for
+from tests.integration.factories import deployment, window_hours_away, window_open_now
+from tests.integration.test_operator_restarts import TICKS, events, pending
+from tests.integration.test_plan_command import plan_json
+
+Core = kubernetes.client.CoreV1Api
+Apps = kubernetes.client.AppsV1Api
+Custom = kubernetes.client.CustomObjectsApi
+OperatorFactory = Callable[..., Operator]
+NOT_SERVED = "the Secrets Store CSI Driver's CRDs are not installed"
+SERVED = "secretproviderclasspodstatuses.secrets-store.csi.x-k8s.io are served"
+
+
+@pytest.fixture(scope="module")
+def crds(cluster: Cluster) -> Iterator[Callable[[], None]]:
+    """The driver's CRDs absent at the start of the file; ``install()`` applies them; they
+    go again at its end, so later files see a cluster without them."""
+    secrets_store_csi.uninstall_crds(cluster)
+    yield lambda: secrets_store_csi.install_crds(cluster) and None
+    secrets_store_csi.uninstall_crds(cluster)
+
+
+def provider_class(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{csi.GROUP}/{csi.VERSION}",
+        "kind": "SecretProviderClass",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"provider": "fake", "parameters": {"objects": "db-password"}},
+    }
+
+
+def mounting(name: str, provider: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    volume = {
+        "name": "secrets",
+        "csi": {
+            "driver": csi.DRIVER,
+            "readOnly": True,
+            "volumeAttributes": {"secretProviderClass": provider},
+        },
+    }
+    return deployment(name, volumes=[volume], annotations=annotations)
+
+
+def live_pods(core: Core, namespace: str, app: str) -> list[Any]:
+    found = core.list_namespaced_pod(namespace, label_selector=f"app={app}").items
+    return sorted(
+        (pod for pod in found if pod.metadata.deletion_timestamp is None),
+        key=lambda pod: pod.metadata.name,
+    )
+
+
+def report(custom: Custom, namespace: str, pod: Any, provider: str, version: str) -> None:
+    """Create or update the pod's status object as the driver does on a mount or rotation."""
+    name = f"{pod.metadata.name}-{namespace}-{provider}"
+    target = f"/var/lib/kubelet/pods/{pod.metadata.uid}/volumes/kubernetes.io~csi/secrets/mount"
+    body = {
+        "apiVersion": f"{csi.GROUP}/{csi.VERSION}",
+        "kind": "SecretProviderClassPodStatus",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"internal.secrets-store.csi.k8s.io/node-name": "node-0"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": pod.metadata.name,
+                    "uid": pod.metadata.uid,
+                }
+            ],
+        },
+        "status": {
+            "podName": pod.metadata.name,
+            "secretProviderClassName": provider,
+            "mounted": True,
+            "targetPath": target,
+            "objects": [{"id": "db-password", "version": version}],
+        },
+    }
+    args = (csi.GROUP, csi.VERSION, namespace, csi.POD_STATUSES)
+    try:
+        current = custom.get_namespaced_custom_object(*args, name)
+    except kubernetes.client.exceptions.ApiException:
+        custom.create_namespaced_custom_object(*args, body)
+        return
+    body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+    custom.replace_namespaced_custom_object(*args, name, body)
+
+
+def recorded_versions(apps: Apps, namespace: str, name: str, provider: str) -> str | None:
+    annotations = apps.read_namespaced_deployment(name, namespace).metadata.annotations or {}
+    return annotations.get(csi.versions_key(provider))
+
+
+def restarts(apps: Apps, namespace: str, name: str) -> str | None:
+    annotations = apps.read_namespaced_deployment(name, namespace).metadata.annotations or {}
+    return annotations.get(keys.RESTART_TS)
+
+
+def pods_of(core: Core, namespace: str, app: str, count: int) -> list[Any]:
+    return list(
+        wait_for(
+            lambda: (found := live_pods(core, namespace, app)) and len(found) == count and found,
+            60,
+            message=f"{count} pods of {app}",
+        )
+    )
+
+
+def test_crds_installed_after_start_are_picked_up_and_only_the_mounting_workload_restarts_once(
+    core: Core,
+    apps: Apps,
+    custom: Custom,
+    namespace: str,
+    operator: OperatorFactory,
+    crds: Callable[[], None],
+) -> None:
+    running = operator("--csi")
+    wait_for(lambda: NOT_SERVED in running.log(), 30, message="the warning")
+    assert running.log().count(NOT_SERVED) == 1
+    crds()  # installed while the operator runs
+    wait_for(lambda: SERVED in running.log(), 40, message="the CRDs picked up")
+    args = (csi.GROUP, csi.VERSION, namespace, csi.CLASSES)
+    custom.create_namespaced_custom_object(
+        *args, provider_class("vault-db", {"restart-at": window_open_now()})
+    )
+    apps.create_namespaced_deployment(namespace, mounting("api", "vault-db"))
+    apps.create_namespaced_deployment(namespace, deployment("web"))
+    api_pods = pods_of(core, namespace, "api", 2)
+    for pod in api_pods:
+        report(custom, namespace, pod, "vault-db", "1")
+    wait_for(
+        lambda: recorded_versions(apps, namespace, "api", "vault-db"), 30, message="first sight"
+    )
+    time.sleep(TICKS)
+    assert restarts(apps, namespace, "api") is None  # first sight restarts nothing
+    # Rotation: the pods report the new version one after the other.
+    report(custom, namespace, api_pods[0], "vault-db", "2")
+    wait_for(lambda: restarts(apps, namespace, "api"), 60, message="the restart in the window")
+    report(custom, namespace, api_pods[1], "vault-db", "2")
+    first = restarts(apps, namespace, "api")
+    time.sleep(TICKS)
+    assert restarts(apps, namespace, "api") == first  # one change, one restart
+    assert not pending(apps, namespace, "api")
+    assert not pending(apps, namespace, "web") and restarts(apps, namespace, "web") is None
+    assert recorded_versions(apps, namespace, "web", "vault-db") is None
+    detected = events(core, namespace, "vault-db", "ChangeDetected")
+    assert len(detected) == 1 and "db-password" in detected[0].message
+    # The restarted pods mount the version already seen: nothing more.
+    for pod in pods_of(core, namespace, "api", 2):
+        report(custom, namespace, pod, "vault-db", "2")
+    time.sleep(TICKS)
+    assert restarts(apps, namespace, "api") == first
+    log = running.log()
+    assert "Traceback" not in log and " ERROR " not in log
+
+
+def test_reloaders_annotations_select_the_classes_they_name(
+    cluster: Cluster,
+    core: Core,
+    apps: Apps,
+    custom: Custom,
+    namespace: str,
+    operator: OperatorFactory,
+    crds: Callable[[], None],
+) -> None:
+    crds()
+    args = (csi.GROUP, csi.VERSION, namespace, csi.CLASSES)
+    custom.create_namespaced_custom_object(*args, provider_class("vault-db"))  # no label
+    reload = {"secretproviderclass.reloader.stakater.com/reload": "vault-db"}
+    auto = {"secretproviderclass.reloader.stakater.com/auto": "true"}
+    apps.create_namespaced_deployment(namespace, mounting("listed", "vault-db", reload))
+    apps.create_namespaced_deployment(namespace, mounting("auto", "vault-db", auto))
+    apps.create_namespaced_deployment(namespace, mounting("plain", "vault-db"))
+    # A far window, so that the marks stay to be looked at.
+    operator("--csi", "--reloader-annotations", "--reloader-window", window_hours_away())
+    names = ("listed", "auto", "plain")
+    for name in names:
+        for pod in pods_of(core, namespace, name, 2):
+            report(custom, namespace, pod, "vault-db", "1")
+    first = {
+        name: wait_for(
+            lambda n=name: recorded_versions(apps, namespace, n, "vault-db"), 30, message=name
+        )
+        for name in names
+    }
+    for name in names:
+        for pod in live_pods(core, namespace, name):
+            report(custom, namespace, pod, "vault-db", "2")
+    for name in ("listed", "auto"):
+        wait_for(lambda n=name: pending(apps, namespace, n), 30, message=f"{name} marked")
+    marks = pending(apps, namespace, "auto")
+    window = json.loads(next(v for k, v in marks.items() if k.startswith(keys.WINDOW_MARK)))
+    assert window["source"] == "SecretProviderClass/vault-db"
+    # restarter plan says what is pending, from which class, which objects and whose window.
+    rows = {row["name"]: row for row in plan_json(cluster.kubeconfig, "-n", namespace)}
+    assert set(rows) == {"listed", "auto"}
+    assert rows["auto"]["source"] == "SecretProviderClass/vault-db"
+    assert rows["auto"]["changedKeys"] == ["db-password"]
+    assert rows["auto"]["windowFrom"] == "reloader-default"
+    # Asked by nobody: recorded, not marked.
+    wait_for(
+        lambda: recorded_versions(apps, namespace, "plain", "vault-db") != first["plain"],
+        30,
+        message="the new version recorded on plain",
+    )
+    time.sleep(TICKS)
+    assert not pending(apps, namespace, "plain")
