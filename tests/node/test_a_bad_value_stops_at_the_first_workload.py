@@ -156,6 +156,17 @@ def _wave_record(core: Core, namespace: str, name: str = "db") -> dict[str, Any]
     return dict(json.loads(annotations.get(keys.WAVE) or "{}"))
 
 
+def _the_running_pod(core: Core, namespace: str, name: str) -> Any:
+    """The app's one running pod, once the old one left (10 s after the new one is Ready:
+    ``minReadySeconds``)."""
+
+    def one() -> Any:
+        pods = running_pods(core, namespace, name)
+        return pods[0] if len(pods) == 1 else None
+
+    return wait_for(one, 60, message=f"{name}'s one running pod")
+
+
 def _three_apps_reading_db(
     core: Core, apps: Apps, real_node: RealNode, namespace: str
 ) -> dict[str, str]:
@@ -164,6 +175,11 @@ def _three_apps_reading_db(
     core.create_namespaced_secret(namespace, secret("db", {"password": "good"}, "now"))
     for name in (FIRST, *REST):
         body = app_deployment(name, "db", script=CHECKS_ITS_PASSWORD)
+        # A new pod counts as available once Ready for 10 s, as a readiness probe would
+        # make it: the app exits at once on a bad value, but its container is Running and
+        # Ready for an instant first, and without this the Deployment controller may take
+        # that instant as available and scale the old pod down (seen in a clean-clone run).
+        body["spec"]["minReadySeconds"] = 10
         apps.create_namespaced_deployment(namespace, body)
     return {
         name: _the_one_pod_printing(core, real_node, namespace, name, "password=good")
@@ -278,10 +294,10 @@ def test_a_bad_value_halts_at_the_first_app_and_the_fix_reaches_all_three(
     for name in REST:
         assert len(replica_sets(apps, namespace, name)) == 2, f"{name} restarted once"
         assert not pending(apps, namespace, name)
-        (pod,) = running_pods(core, namespace, name)
+        pod = _the_running_pod(core, namespace, name)
         assert printed(real_node, namespace, pod.metadata.name, "password=fixed")
     assert len(replica_sets(apps, namespace, FIRST)) == 3
-    (pod,) = running_pods(core, namespace, FIRST)
+    pod = _the_running_pod(core, namespace, FIRST)
     assert pod.metadata.name == recovered.metadata.name and _ready(pod)
 
 
