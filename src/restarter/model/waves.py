@@ -31,6 +31,7 @@ from restarter.model.health import Health, Verdict
 # of a mark by ``model.pending``, and named here too.
 from restarter.model.pending import FIRST as FIRST
 from restarter.model.pending import REST as REST
+from restarter.model.references import SOURCE_KINDS
 
 #: At most this many workloads are named in a first wave (a percentage of thousands of
 #: dependents would not fit in one annotation, and a first wave that large tests little).
@@ -351,3 +352,19 @@ def group_verdict(
         return None
     _, member, known = min(joined)
     return member, known
+
+
+def named_source(key: SourceKey) -> str:
+    """``namespace/Kind/name``: a source as its group's verdicts and holds name it."""
+    return f"{key[0]}/{SOURCE_KINDS[key[1]]}/{key[2]}"
+
+
+def group_judged(
+    record: WaveRecord, pilot: SourceKey, verdict: WaveRecord, now: dt.datetime
+) -> WaveRecord:
+    """``record`` judged by its rollout group's verdict, written on ``pilot`` (or, when
+    taken from another member the verdict was spread to, naming what the pilot decided)."""
+    decided = verdict.why.split(" decided: ")[-1]
+    where = named_source(pilot)
+    why = f"with its rollout group {record.group}, whose first wave ({where}) decided: {decided}"
+    return record.judged(verdict.state, now, why)

@@ -196,7 +196,7 @@ class Breaker:
         """The hold of a source whose rollout group's change another source's first wave judges."""
         lead = self.groups.members(record.group).get(leader)
         first = ", ".join(lead.first) if lead is not None else "?"
-        where = f"{leader[0]}/{SOURCE_KINDS[leader[1]]}/{leader[2]}"
+        where = waves.named_source(leader)
         return waves.MarkHold(
             f"waiting for the first wave of its rollout group {record.group} ({where}: {first})",
             False,
@@ -276,10 +276,7 @@ class Breaker:
     ) -> WaveRecord | None:
         """The group's verdict on this source, written as the pilot's spread writes it; it
         answers even when the write lost to the spread's (the next read shows that one)."""
-        (pilot_namespace, pilot_kind, pilot_name), verdict = joined
-        where = f"{pilot_namespace}/{SOURCE_KINDS[pilot_kind]}/{pilot_name}"
-        why = f"with its rollout group {record.group}, whose first wave ({where}) decided: "
-        judged = record.judged(verdict.state, now, why + verdict.why.split(" decided: ")[-1])
+        judged = waves.group_judged(record, *joined, now)
         self._write(namespace, kind, name, state, judged, "group")
         return judged
 
@@ -288,20 +285,19 @@ class Breaker:
     ) -> None:
         """The pilot's verdict on the other sources of its group whose change is not judged:
         one change, one breaker. Each is read fresh and written conditionally."""
-        where = f"{pilot[0]}/{SOURCE_KINDS[pilot[1]]}/{pilot[2]}"
         for key, known in self.groups.members(group).items():
             if key == pilot or known.state:
                 continue
             for _ in range(2):  # a conflict (the source written meanwhile): read it again
-                if self._spread_to(group, key, verdict, where, now):
+                if self._spread_to(group, key, pilot, verdict, now):
                     break
 
     def _spread_to(
         self,
         group: str,
         key: waves.SourceKey,
+        pilot: waves.SourceKey,
         verdict: WaveRecord,
-        where: str,
         now: dt.datetime,
     ) -> bool:
         """The verdict on one source of the group, read fresh; False on a conflict."""
@@ -315,8 +311,7 @@ class Breaker:
         if record is None or record.state or record.group != group:
             self.groups.record(key, record)
             return True
-        why = f"with its rollout group {group}, whose first wave ({where}) decided: {verdict.why}"
-        judged = record.judged(verdict.state, now, why)
+        judged = waves.group_judged(record, pilot, verdict, now)
         written = self._write(namespace, kind, name, state, judged, "group")
         return written is not None and bool(written.state)
 

@@ -29,6 +29,7 @@ class JudgingWaits:
 
     def __init__(self) -> None:
         self._askers: dict[JudgingKey, _Asker] = {}
+        self._asking: dict[object, JudgingKey] = {}  # owner → the key it asks for
 
     def asks(self, key: JudgingKey, owner: object) -> bool:
         """True when ``owner`` is (or now becomes) the one that asks again for ``key``; an
@@ -38,6 +39,7 @@ class JudgingWaits:
             return asker.owner is owner
         self.leave(owner)
         self._askers[key] = _Asker(owner)
+        self._asking[owner] = key
         return True
 
     async def wait(self, key: JudgingKey, timeout: float) -> None:
@@ -49,11 +51,11 @@ class JudgingWaits:
             await asyncio.wait_for(asker.left.wait(), timeout)
 
     def leave(self, owner: object) -> None:
-        """``owner`` asks no more: those waiting for it ask for themselves."""
-        for key, asker in list(self._askers.items()):
-            if asker.owner is owner:
-                del self._askers[key]
-                asker.left.set()
+        """``owner`` asks no more: those waiting for it ask for themselves. Every held tick
+        leaves when it ends, so this looks up the one key it asked for, not every key."""
+        key = self._asking.pop(owner, None)
+        if key is not None:
+            self._askers.pop(key).left.set()
 
     def __len__(self) -> int:
         return len(self._askers)
