@@ -458,8 +458,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--profile",
         action="store_true",
-        help="py-spy each Python operator, all threads, the whole run (speedscope files in "
-        "the workdir)",
+        help="py-spy each Python operator over the whole run, all threads, each sample the "
+        "one holding the GIL (speedscope files in the workdir)",
     )
     parser.add_argument("--workdir", type=Path, help="cluster and logs (default: a temp dir)")
     parser.add_argument(

@@ -87,7 +87,9 @@ class OperatorProcess:
         return self
 
     def profile(self, output: Path) -> None:
-        """Sample the running operator with py-spy (all threads, idle ones left out)."""
+        """Sample the running operator with py-spy: all threads, each sample the one that
+        holds the GIL (``--gil``), so the samples are where its Python CPU goes and not a
+        thread blocked in a socket read with the GIL released."""
         if not self.python:
             return
         py_spy = Path(sys.executable).parent / "py-spy"
@@ -100,6 +102,7 @@ class OperatorProcess:
                 "--rate",
                 "50",
                 "--nonblocking",
+                "--gil",
                 "--format",
                 "speedscope",
                 "--output",

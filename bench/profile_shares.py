@@ -1,9 +1,9 @@
 """Where a py-spy profile's samples go: ``python -m bench.profile_shares FILE.speedscope.json``.
 
 Reads a speedscope file that ``bench/run --profile`` or ``bench/run many-sources --profile``
-wrote (py-spy, all threads, idle samples left out) and prints the share of samples in
-which each function appears (inclusive, counted once per sample), and the share each
-function spends itself (self), the largest first. ``--match`` keeps only functions whose
+wrote (py-spy, all threads, each sample the thread holding the GIL) and prints the share
+of samples in which each function appears (inclusive, counted once per sample), and the
+share each function spends itself (self), the largest first. ``--match`` keeps only functions whose
 file or name contains one of the given texts (inclusive table only).
 """
 

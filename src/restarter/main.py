@@ -14,6 +14,7 @@ from restarter.model import keys
 from restarter.model.kinds import WORKLOAD_APIS, WORKLOAD_KINDS
 from restarter.operator.handlers import build_registry
 from restarter.operator.late_kinds import kopf_insights
+from restarter.operator.no_diffs import NoDiffBase
 from restarter.services import leadership, logs, metrics, notifications
 from restarter.services import settings as settings_module
 from restarter.services.kube.api import Api
@@ -50,9 +51,8 @@ def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
     operator.scanning.disabled = True
     operator.persistence.finalizer = keys.FINALIZER
     operator.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=keys.KOPF_PREFIX)
-    operator.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=keys.KOPF_PREFIX, key="last-handled-configuration"
-    )
+    # No change handlers: no essence built (two deep copies of every body), none stored.
+    operator.persistence.diffbase_storage = NoDiffBase()
     operator.posting.reporting_component = "restarter"
     operator.posting.level = logging.INFO
     # kopf posts each object's Events from a worker of its own, each on a TLS connection of

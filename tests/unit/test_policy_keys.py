@@ -302,7 +302,7 @@ def test_kopfs_writes_stay_under_the_declared_names() -> None:
     essence = persistence.diffbase_storage.build(body=body)
     persistence.diffbase_storage.store(body=body, patch=patch, essence=essence)
     written = dict(patch)["metadata"]["annotations"]
-    assert len(written) == 4  # touch, marker, progress, diff base
+    assert len(written) == 3  # touch, marker, progress; no diff base is kept
     for key in written:
         assert workload_annotation_allowed(key), key
 
