@@ -236,3 +236,39 @@ def test_a_namespace_labelled_out_while_pending_keeps_the_marks_and_restarts_not
     wait_for(lambda: finalizers(apps, namespace, "web") == [], 20, message="finalizer gone")
     rollout_finished(cluster, namespace, "web")
     assert len(replica_sets(apps, namespace, "web")) == 2
+
+
+def test_a_hold_set_on_a_watched_namespace_holds_its_due_restart_until_removed(
+    cluster: Cluster,
+    core: Core,
+    apps: Apps,
+    namespace: str,
+    selected: str,
+    selecting_operator: Callable[[], Operator],
+) -> None:
+    """Cluster-wide, a Namespace's hold comes from the namespace watch: set after the
+    operator started, it holds the due restart; removed, the restart follows."""
+    label_namespace(core, namespace, selected)
+    core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window_open_now()))
+    apps.create_namespaced_deployment(namespace, deployment("web", env=[env_from_secret("db")]))
+    rollout_finished(cluster, namespace, "web")
+    selecting_operator()
+    baseline(core, namespace, "db")
+    core.patch_namespace(namespace, {"metadata": {"annotations": {keys.HOLD: "change freeze"}}})
+    time.sleep(TICKS)  # the namespace watch sees the hold
+    change_data(core, namespace, "db", "b")
+    held = wait_for(
+        lambda: events(core, namespace, "web", "RestartHeld"), 30, message="a RestartHeld Event"
+    )
+    assert f"held by {keys.HOLD} on namespace {namespace}: change freeze" in held[0].message
+    time.sleep(TICKS)
+    assert len(replica_sets(apps, namespace, "web")) == 1
+    assert pending(apps, namespace, "web")
+
+    core.patch_namespace(namespace, {"metadata": {"annotations": {keys.HOLD: None}}})
+    wait_for(
+        lambda: len(replica_sets(apps, namespace, "web")) == 2,
+        30,
+        message="the restart once the hold is removed",
+    )
+    assert pending(apps, namespace, "web") == {}

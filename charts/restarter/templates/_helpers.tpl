@@ -74,16 +74,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   resources: [pods]
   verbs: [list]
 {{- end }}
-{{- if .Values.namespaceSelector }}
-# With namespaceSelector: list and watch Namespaces, to act in those whose labels match.
+{{- if not .Values.namespaces }}
+# List and watch Namespaces: each one's restarter.io/hold, kept for due restarts there
+# (read once each when the watch is down), and with namespaceSelector, to act in those
+# whose labels match.
 - apiGroups: [""]
   resources: [namespaces]
   verbs: [get, list, watch]
-{{- else if not .Values.namespaces }}
-# Read a Namespace's restarter.io/hold before a due restart there.
-- apiGroups: [""]
-  resources: [namespaces]
-  verbs: [get]
 {{- end }}
 {{- end -}}
 

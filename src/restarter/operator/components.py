@@ -10,7 +10,7 @@ from typing import Any
 
 from restarter.cluster.csi_watching import PodStatuses, PodStatusStream
 from restarter.cluster.list_watching import run_in_thread
-from restarter.cluster.namespace_watching import NamespaceScope, NamespaceWatcher
+from restarter.cluster.namespace_watching import NamespaceHolds, NamespaceScope, NamespaceWatcher
 from restarter.cluster.reference_map import ReferenceMap
 from restarter.cluster.seen_marks import SeenMarks
 from restarter.cluster.source_watching import SourceWatcher
@@ -48,13 +48,19 @@ log = logging.getLogger(__name__)
 STARTUP_SYNC_TIMEOUT = 300.0
 
 
-def blockers(settings: Settings, api: Api, groups: RolloutGroups, events: Events) -> Blockers:
-    """What keeps a due restart back, asked in order: holds on it, its Namespace or the
-    operator; the gates; the circuit breaker of its changes' waves. A new gate is one more
-    entry here."""
+def blockers(
+    settings: Settings,
+    api: Api,
+    groups: RolloutGroups,
+    events: Events,
+    watched: NamespaceHolds | None = None,
+) -> Blockers:
+    """What keeps a due restart back, asked in order: holds on it, its Namespace (as the
+    namespace stream keeps it) or the operator; the gates; the circuit breaker of its
+    changes' waves. A new gate is one more entry here."""
     return Blockers(
         [
-            HoldBlocker(api, settings.hold),
+            HoldBlocker(api, settings.hold, watched),
             *gate_blockers(api, settings.gates),
             Breaker(
                 api,
@@ -89,7 +95,10 @@ class Components:
         self.seen = SeenMarks()
         # Sources sharing a rollout group, seen by the source flow, judged by the breaker.
         self.groups = RolloutGroups()
-        self.blockers = blockers(settings, api, self.groups, self.events)
+        # Namespaces' holds, kept by the namespace stream (cluster mode only: in exact
+        # namespaces the chart grants a read of each, no list).
+        self.holds = NamespaceHolds() if not settings.namespaces else None
+        self.blockers = blockers(settings, api, self.groups, self.events, self.holds)
         self.waits = JudgingWaits()
         # Notifications of the Events the Event path posts (their URLs carry tokens).
         self.notifier = None
@@ -154,7 +163,11 @@ class Components:
             api, self.scope, self.watcher, self.entering_checks.submit, self._release_in
         )
         selector = settings.selector
-        self.namespaces = NamespaceWatcher(api, selector, follower) if selector else None
+        self.namespaces: NamespaceWatcher | None = None
+        if self.holds is not None:
+            self.namespaces = NamespaceWatcher(
+                api, selector, follower if selector else None, self.holds
+            )
 
     # -- contexts of the flows ------------------------------------------------------------
 
@@ -213,10 +226,13 @@ class Components:
     def start_streams(self, logger: Any) -> None:
         """The streams that keep the reference map; wait for their first listing."""
         if self.namespaces is not None:
-            # The scope is known before kopf watches (its filters read it) and before the
-            # workload streams list (the observer hears only of namespaces in scope).
             self.namespaces.start()
-            if not self.namespaces.stream.listed.wait(STARTUP_SYNC_TIMEOUT):
+        # With a selector, the scope is known before kopf watches (its filters read it) and
+        # before the workload streams list (the observer hears only of namespaces in
+        # scope). Without one the stream keeps only holds: nothing waits for it.
+        if self.namespaces is not None and self.settings.selector:
+            listed = self.namespaces.stream.listed.wait(STARTUP_SYNC_TIMEOUT)
+            if not listed:
                 logger.warning(
                     f"namespaces not listed after {STARTUP_SYNC_TIMEOUT:g}s; none is acted in "
                     "until they are"

@@ -23,7 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from restarter.model import gates, holds
+from restarter.cluster.namespace_watching import NamespaceHolds
+from restarter.model import gates, holds, keys
 from restarter.model.gates import GateSettings
 from restarter.model.holds import Hold
 from restarter.services import metrics
@@ -182,20 +183,31 @@ TTL = 2.0
 
 
 class HoldBlocker:
-    """``restarter.io/hold`` on the workload, on its Namespace (read once per ``TTL``), or
-    the operator's ``--hold``. A Namespace that cannot be read holds its restarts: a hold
-    set there must not be ignored (fail closed, with a Warning)."""
+    """``restarter.io/hold`` on the workload, on its Namespace, or the operator's
+    ``--hold``. A Namespace's hold comes from the namespace stream (``watched``) while it is
+    in sync; otherwise the Namespace is read (once per ``TTL``). A Namespace that cannot be
+    read holds its restarts: a hold set there must not be ignored (fail closed, with a
+    Warning)."""
 
     name = "holds"
     fails_open = False
 
-    def __init__(self, api: Reader, operator_hold: str = "") -> None:
-        self.api, self.operator_hold = api, operator_hold
-        self._namespaces: Cached[Mapping[str, str]] = Cached(TTL)
+    def __init__(
+        self, api: Reader, operator_hold: str = "", watched: NamespaceHolds | None = None
+    ) -> None:
+        self.api, self.operator_hold, self.watched = api, operator_hold, watched
+        self._namespaces: Cached[str | None] = Cached(TTL)
 
-    def _annotations(self, namespace: str) -> Mapping[str, str]:
+    def _read_hold(self, namespace: str) -> str | None:
         found = self.api.read_namespace(namespace)
-        return ((found or {}).get("metadata") or {}).get("annotations") or {}
+        annotations = ((found or {}).get("metadata") or {}).get("annotations") or {}
+        return annotations.get(keys.HOLD)
+
+    def _namespace_hold(self, namespace: str) -> str | None:
+        watched = self.watched
+        if watched is not None and watched.known():
+            return watched.hold(namespace)
+        return self._namespaces.get(namespace, lambda: self._read_hold(namespace))
 
     def blocks(self, workload: Mapping[str, Any], now: dt.datetime) -> Hold | None:
         metadata = workload.get("metadata") or {}
@@ -204,10 +216,12 @@ class HoldBlocker:
         if own is not None:
             return own
         try:
-            annotations = self._namespaces.get(namespace, lambda: self._annotations(namespace))
+            reason = self._namespace_hold(namespace)
         except Exception as error:  # held, and said so: the namespace's own unreadable hold
             return holds.unreadable_namespace(namespace, _brief(error))
-        return holds.find_hold(None, "", annotations, namespace, self.operator_hold)
+        if reason is not None:
+            return Hold(holds.NAMESPACE, namespace, reason)
+        return holds.find_hold(None, "", None, namespace, self.operator_hold)
 
 
 class AlertGate:

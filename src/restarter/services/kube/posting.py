@@ -41,9 +41,12 @@ class Poster(Endpoints):
             "lastTimestamp": now,
             "count": 1,
         }
-        retrying_timed(
+        # The created Event is not read: its answer is drained (the connection goes back to
+        # the pool), never turned into the client's models.
+        created: Any = retrying_timed(
             lambda timeout: self._core.create_namespaced_event(
-                namespace, body, _request_timeout=timeout
+                namespace, body, _request_timeout=timeout, _preload_content=False
             ),
             "create",
         )
+        created.data  # noqa: B018
