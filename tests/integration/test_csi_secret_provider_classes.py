@@ -4,7 +4,8 @@ written as the driver writes them (named after pod, namespace and class, owned b
 ``status.podName``, ``secretProviderClassName``, ``mounted``, ``objects``), since no driver
 runs on the cluster tier's nodes.
 
-Without the CRDs the operator warns once and carries on; once they are installed it picks
+Without the CRDs the operator warns once (in its log, and with a Warning Event on its own
+Pod, named by the downward API's variables) and carries on; once they are installed it picks
 them up without a restart. Only the workload that mounts the class is marked, once for the
 versions all its pods report, and restarts in the class's window; Reloader's annotations
 select classes as Reloader's CSI integration does.
@@ -130,6 +131,48 @@ def pods_of(core: Core, namespace: str, app: str, count: int) -> list[Any]:
             message=f"{count} pods of {app}",
         )
     )
+
+
+def own_pod(core: Core, namespace: str) -> Any:
+    """A Pod object standing for the operator's own (the tests run it as a process)."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "restarter-7d9f8c6b5-x2k4p"},
+        "spec": {"containers": [{"name": "restarter", "image": "localhost/restarter-app:1"}]},
+    }
+    return core.create_namespaced_pod(namespace, body)
+
+
+def described_events(core: Core, pod: Any) -> list[Any]:
+    """restarter's Events among those ``kubectl describe pod`` lists (found by the involved
+    object's kind, name, namespace and uid; the scheduler posts its own there too)."""
+    selector = ",".join(
+        (
+            "involvedObject.kind=Pod",
+            f"involvedObject.name={pod.metadata.name}",
+            f"involvedObject.namespace={pod.metadata.namespace}",
+            f"involvedObject.uid={pod.metadata.uid}",
+        )
+    )
+    found = core.list_namespaced_event(pod.metadata.namespace, field_selector=selector).items
+    return [event for event in found if event.reporting_component == "restarter"]
+
+
+def test_crds_absent_are_said_once_with_a_warning_event_on_the_operators_own_pod(
+    core: Core, namespace: str, operator: OperatorFactory, crds: Callable[[], None]
+) -> None:
+    pod = own_pod(core, namespace)
+    env = {"POD_NAME": pod.metadata.name, "POD_NAMESPACE": namespace, "POD_UID": pod.metadata.uid}
+    running = operator("--csi", "--namespace", "default", env=env)
+    wait_for(lambda: described_events(core, pod), 30, message="the Warning on the Pod")
+    time.sleep(TICKS)  # a second discovery, and a second namespace's stream: still one
+    [event] = described_events(core, pod)
+    assert (event.type, event.reason) == ("Warning", "CSINotServed")
+    assert "CRDs are not installed" in event.message
+    assert "carries on with Secrets and ConfigMaps" in event.message
+    assert "as soon as the CRDs are installed" in event.message
+    assert running.log().count(NOT_SERVED) == 2  # one line per namespace watched
 
 
 def test_crds_installed_after_start_are_picked_up_and_only_the_mounting_workload_restarts_once(
