@@ -8,12 +8,15 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+from types import SimpleNamespace
 from typing import Any
 
 from restarter.model import certificates, csi, keys, restart_decisions, windows
 from restarter.model.fan_out import Target, plan_fan_out
 from restarter.model.references import SECRET_PROVIDER_CLASS
 from restarter.model.restart_decisions import Action
+from restarter.restarting import csi_checking
+from restarter.services.kube.errors import Forbidden
 from restarter.services.settings import Settings
 from tests.certificates import private_key, self_signed
 
@@ -62,7 +65,8 @@ def test_the_earliest_expiry_among_the_synced_keys_of_the_synced_secrets() -> No
 def test_a_certificate_in_a_key_the_class_does_not_sync_is_not_read() -> None:
     secret = tls(NOW + 5 * HOUR, **{"other.crt": b64(self_signed(NOW + HOUR))})
     keys_ = {"shop-tls": frozenset({"tls.crt"})}
-    assert csi.synced_expiry(keys_, {"shop-tls": secret}).not_after == NOW + 5 * HOUR  # type: ignore[union-attr]
+    found = csi.synced_expiry(keys_, {"shop-tls": secret})
+    assert found == csi.SyncedExpiry(NOW + 5 * HOUR, "shop-tls")
 
 
 def test_no_expiry_without_a_synced_certificate_or_secret() -> None:
@@ -147,3 +151,52 @@ def test_a_change_of_the_class_restarts_by_the_synced_certificates_deadline() ->
         "SecretProviderClass/vault-tls) expires at 2025-01-01T13:30:00Z"
     )
     assert certificates.format_instant(decision.deadline.not_after) == "2025-01-01T13:30:00Z"
+
+
+class Api:
+    """Reads the synced Secrets as the API would, or refuses them."""
+
+    def __init__(self, secrets: dict[str, Any] | None) -> None:
+        self.secrets = secrets
+        self.asked: list[tuple[str, str, str]] = []
+
+    def read_source(self, kind: str, namespace: str, name: str) -> Any:
+        self.asked.append((kind, namespace, name))
+        if self.secrets is None:
+            raise Forbidden("secrets is forbidden", status=403, reason="Forbidden")
+        return self.secrets.get(name)
+
+
+class Log:
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+
+    def warning(self, message: str) -> None:
+        self.warnings.append(message)
+
+
+def check_of(api: Api) -> tuple[Any, Log]:
+    log = Log()
+    return SimpleNamespace(api=api, logger=log), log
+
+
+def test_the_check_reads_only_the_secrets_the_class_syncs_into() -> None:
+    body = provider_class(synced("shop-tls", ("cert", "tls.crt")))
+    body["metadata"]["namespace"] = "shop"
+    api = Api({"shop-tls": tls(NOW + HOUR)})
+    context, log = check_of(api)
+    found = csi_checking._synced_expiry(context, body)
+    assert found == csi.SyncedExpiry(NOW + HOUR, "shop-tls")
+    assert api.asked == [("secret", "shop", "shop-tls")] and not log.warnings
+    only_mounted = {"metadata": {"namespace": "shop", "name": "vault-tls"}, "spec": {}}
+    assert csi_checking._synced_expiry(check_of(api)[0], only_mounted) is None
+    assert len(api.asked) == 1  # a class that syncs nothing reads no Secret
+
+
+def test_a_secret_that_cannot_be_read_leaves_the_record_and_is_said_without_a_value() -> None:
+    body = provider_class(synced("shop-tls", ("cert", "tls.crt")))
+    body["metadata"]["namespace"] = "shop"
+    context, log = check_of(Api(None))
+    assert csi_checking._synced_expiry(context, body) == csi_checking.UNREAD
+    [warning] = log.warnings
+    assert "HTTP 403" in warning and "recorded before" in warning

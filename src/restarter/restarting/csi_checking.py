@@ -51,14 +51,28 @@ def _provider_class(context: SourceContext, namespace: str, name: str) -> dict[s
     }
 
 
-def _synced_expiry(context: SourceContext, body: Mapping[str, Any]) -> csi.SyncedExpiry | None:
+#: A synced Secret that could not be read: the recorded expiry stays as it is.
+UNREAD = "unread"
+
+
+def _synced_expiry(
+    context: SourceContext, body: Mapping[str, Any]
+) -> csi.SyncedExpiry | str | None:
     """The earliest certificate expiry among the keys the class syncs into Secrets now;
-    None when it syncs none, or none holds a certificate."""
+    None when it syncs none, or none holds a certificate; ``UNREAD`` when a Secret could
+    not be read (the versions are still checked; the next check reads it again)."""
     synced = csi.synced_keys(body)
     if not synced:
         return None
     namespace = body["metadata"]["namespace"]
-    secrets = {name: context.api.read_source("secret", namespace, name) for name in synced}
+    try:
+        secrets = {name: context.api.read_source("secret", namespace, name) for name in synced}
+    except ApiError as error:
+        context.logger.warning(
+            f"could not read the Secrets it syncs into ({error.describe()}): a change now "
+            "carries only the certificate deadline recorded before"
+        )
+        return UNREAD
     return csi.synced_expiry(synced, secrets)
 
 
@@ -129,7 +143,7 @@ def _check_workload(
     request: windows.WindowRequest | None,
     target: Target,
     reported: frozenset[csi.ObjectVersion],
-    expiry: csi.SyncedExpiry | None,
+    read: csi.SyncedExpiry | str | None,
 ) -> bool:
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     workload = context.api.read_workload(target.plural, namespace, target.name)
@@ -137,7 +151,9 @@ def _check_workload(
     annotations = metadata.get("annotations") or {}
     recorded = csi.read_versions(annotations, name)
     change = csi.version_change(recorded, reported)
-    moved = annotations.get(csi.not_after_key(name)) != csi.not_after_record(expiry)
+    expiry = None if isinstance(read, str) else read
+    written = annotations.get(csi.not_after_key(name))
+    moved = read != UNREAD and written != csi.not_after_record(expiry)
     if workload is None or (
         recorded is not None and not change.new_ids and not change.stale and not moved
     ):
