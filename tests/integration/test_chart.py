@@ -115,16 +115,22 @@ def test_helm_lint_passes() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-@pytest.mark.parametrize("mode", ["cluster", "namespaced"])
+@pytest.mark.parametrize("mode", ["cluster", "namespaced", "namespaced-csi"])
 def test_rendered_chart_is_accepted_by_the_apiserver(
     mode: str, cluster: Cluster, core: Core, namespace: str
 ) -> None:
-    values = ["--set", f"namespaces={{{namespace}}}"] if mode == "namespaced" else []
+    values = {
+        "cluster": [],
+        "namespaced": ["--set", f"namespaces={{{namespace}}}"],
+        # Watching another namespace than its own: a Role for its own Events there.
+        "namespaced-csi": ["--set", "namespaces={default}", "--set", "csi.enabled=true"],
+    }[mode]
     rendered = helm(cluster, "template", "dry", str(CHART), "-n", namespace, *values).stdout
     kinds = sorted({doc["kind"] for doc in objects_of(rendered)})
     expected = {
         "cluster": ["ClusterRole", "ClusterRoleBinding"],
         "namespaced": ["Role", "RoleBinding"],
+        "namespaced-csi": ["Role", "RoleBinding"],
     }
     assert set(expected[mode]) | {"Job"} <= set(kinds)  # the uninstall hook renders too
     applied = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered, check=False)

@@ -2,9 +2,10 @@
 report, per SecretProviderClass, kept from a list and watch of them.
 
 Nothing is listed or watched until the API server serves the kind (asked at start and every
-``DISCOVERY_INTERVAL``): a cluster without the driver's CRDs gets one warning and
-``restarter_csi_served`` 0, and the kind is picked up when the CRDs are installed, without a
-restart. Each status is kept as its pod, class, whether mounted, and its object ids and
+``DISCOVERY_INTERVAL``): a cluster without the driver's CRDs gets one warning in the log,
+one ``CSINotServed`` Warning Event on the operator's own Pod (``NotServed``; none outside a
+pod) and ``restarter_csi_served`` 0, and the kind is picked up when the CRDs are installed,
+without a restart. Each status is kept as its pod, class, whether mounted, and its object ids and
 versions (the driver writes no values there).
 """
 
@@ -19,7 +20,9 @@ from typing import Any
 from restarter.cluster.list_watching import PAGE_SIZE, WATCH_TIMEOUT, ListWatch, describe
 from restarter.model import csi
 from restarter.model.csi import PodStatus
+from restarter.model.reasons import CSI_NOT_SERVED
 from restarter.services import metrics
+from restarter.services.events import Events
 from restarter.services.kube.api import Api
 from restarter.services.kube.watching import WatchStream
 
@@ -30,6 +33,34 @@ DISCOVERY_INTERVAL = 10.0
 
 #: A SecretProviderClass: (namespace, name).
 ClassKey = tuple[str, str]
+
+
+class NotServed:
+    """Tells, once per run however many streams find the kind not served, with a Warning
+    Event on the operator's own Pod (``pod``: None outside a pod, where the log line and
+    the metric say it alone)."""
+
+    MESSAGE = (
+        "the Secrets Store CSI Driver's CRDs are not installed "
+        f"({csi.POD_STATUSES}.{csi.GROUP}/{csi.VERSION} is not served): restarter carries on "
+        "with Secrets and ConfigMaps, and starts watching SecretProviderClasses as soon as the "
+        "CRDs are installed, without a restart"
+    )
+
+    def __init__(self, events: Events, pod: dict[str, Any] | None) -> None:
+        self.events, self.pod = events, pod
+        self._told = False
+        self._lock = threading.Lock()
+
+    def tell(self) -> None:
+        with self._lock:
+            if self._told:
+                return
+            self._told = True
+        if self.pod is None:
+            log.info("not in a pod (no POD_NAME): no CSINotServed Event, only this log")
+            return
+        self.events.post(self.pod, reason=CSI_NOT_SERVED, message=self.MESSAGE)
 
 
 class PodStatuses:
@@ -83,9 +114,11 @@ class PodStatusStream(ListWatch):
         namespace: str | None,
         stopping: threading.Event,
         changed: Callable[[str, str], None],
+        not_served: NotServed | None = None,
     ) -> None:
         super().__init__(csi.POD_STATUSES, namespace, stopping, lambda: None)
         self.api, self.statuses, self.changed = api, statuses, changed
+        self.not_served = not_served
 
     def run(self) -> None:
         if not self._wait_until_served():
@@ -114,6 +147,8 @@ class PodStatusStream(ListWatch):
                     "SecretProviderClasses are not watched; Secrets and ConfigMaps are; asking "
                     f"again every {DISCOVERY_INTERVAL:g}s"
                 )
+                if self.not_served is not None:
+                    self.not_served.tell()
             if self.stopping.wait(DISCOVERY_INTERVAL):
                 return False
         return False

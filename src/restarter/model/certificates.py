@@ -154,7 +154,13 @@ def stamp_deadline(
     expires = parse_instant(annotations.get(keys.NOT_AFTER))
     if expires is None:
         return None
-    at = expires - margin(annotations, default_margin)
+    return deadline_stamp(expires, source, margin(annotations, default_margin))
+
+
+def deadline_stamp(expires: dt.datetime, source: str, before: dt.timedelta) -> dict[str, str]:
+    """The deadline annotation for a certificate that expires at ``expires``: ``before``
+    it (the margin), naming ``source`` (where that certificate came from)."""
+    at = expires - before
     value = json.dumps(
         {"notAfter": format_instant(expires), "source": source},
         sort_keys=True,

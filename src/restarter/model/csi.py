@@ -4,11 +4,15 @@ which workload a reporting pod belongs to, and whether a workload's pods report 
 versions it has not seen yet.
 
 Only the provider's object ids and version identifiers are read, never a file's contents:
-the driver's status objects carry no values. Pure: bodies in, plain values out.
+the driver's status objects carry no values. A certificate the class also syncs into a
+Secret (``spec.secretObjects``) is the exception: its expiry is read from that Secret, as
+for any Secret, so that a pending restart respects its deadline (``SyncedExpiry``). A
+certificate only mounted cannot be read. Pure: bodies in, plain values out.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import re
@@ -16,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from restarter.model import keys
+from restarter.model import certificates, keys
 
 #: The CSI driver name a pod's volume names (``spec.volumes[].csi.driver``).
 DRIVER = "secrets-store.csi.k8s.io"
@@ -196,3 +200,96 @@ def reported_by(
         if status.mounted and owner_of(status.pod, users) == owner:
             found |= status.objects
     return frozenset(found)
+
+
+# -- certificates synced into Secrets ------------------------------------------------------
+
+
+def synced_keys(provider_class: Mapping[str, Any]) -> dict[str, frozenset[str]]:
+    """What the class has the driver sync into Secrets of its namespace
+    (``spec.secretObjects``): each Secret's name and the keys written in it
+    (``data[].key``)."""
+    found: dict[str, set[str]] = {}
+    for item in (provider_class.get("spec") or {}).get("secretObjects") or []:
+        name = item.get("secretName") if isinstance(item, Mapping) else None
+        if not isinstance(name, str) or not name:
+            continue
+        written = found.setdefault(name, set())
+        for entry in item.get("data") or []:
+            if isinstance(entry, Mapping) and entry.get("key"):
+                written.add(str(entry["key"]))
+    return {name: frozenset(written) for name, written in found.items()}
+
+
+@dataclass(frozen=True)
+class SyncedExpiry:
+    """The earliest certificate expiry among the keys a class syncs, and the Secret."""
+
+    not_after: dt.datetime
+    secret: str
+
+    def source(self, provider_class: str) -> str:
+        """Where the certificate came from, as a deadline names it."""
+        return f"Secret/{self.secret} synced from SecretProviderClass/{provider_class}"
+
+
+def synced_expiry(
+    synced: Mapping[str, frozenset[str]], secrets: Mapping[str, Mapping[str, Any] | None]
+) -> SyncedExpiry | None:
+    """The earliest ``notAfter`` among the PEM certificates in the synced keys of the
+    synced Secrets (``secrets``: each as read now, None when absent); None without one.
+    Other keys of those Secrets are not looked at."""
+    earliest: SyncedExpiry | None = None
+    for name in sorted(synced):
+        data = (secrets.get(name) or {}).get("data") or {}
+        only = {"data": {key: data[key] for key in sorted(synced[name]) if key in data}}
+        expires = certificates.earliest_not_after("secret", only)
+        if expires is not None and (earliest is None or expires < earliest.not_after):
+            earliest = SyncedExpiry(expires, name)
+    return earliest
+
+
+def not_after_key(provider_class: str) -> str:
+    """The workload annotation that records the synced certificate's expiry for the class."""
+    return f"{keys.CSI_NOT_AFTER}/{keys.source_token(CLASS_KIND, provider_class)}"
+
+
+def not_after_record(expiry: SyncedExpiry | None) -> str | None:
+    """The annotation value recording ``expiry`` (None: nothing to record)."""
+    if expiry is None:
+        return None
+    record = {"notAfter": certificates.format_instant(expiry.not_after), "secret": expiry.secret}
+    return json.dumps(record, sort_keys=True, separators=(",", ":"))
+
+
+def read_not_after(
+    annotations: Mapping[str, str] | None, provider_class: str
+) -> SyncedExpiry | None:
+    """The expiry recorded on the workload for the class; None when none (or unreadable)."""
+    value = (annotations or {}).get(not_after_key(provider_class))
+    try:
+        fields = json.loads(value) if value else None
+    except ValueError:
+        return None
+    if not isinstance(fields, dict) or not isinstance(fields.get("secret"), str):
+        return None
+    expires = certificates.parse_instant(fields.get("notAfter"))
+    return None if expires is None else SyncedExpiry(expires, fields["secret"])
+
+
+def change_deadline(
+    recorded: SyncedExpiry | None,
+    current: SyncedExpiry | None,
+    provider_class: str,
+    margin: dt.timedelta,
+) -> dict[str, str]:
+    """The deadline a change's stamp carries when the class syncs a certificate: ``margin``
+    before the earlier of the expiry recorded with the versions the pods ran until now and
+    the synced Secret's now (the driver may sync the new certificate before or after it
+    reports the new versions: the earlier is the one the pods may still run with). Nothing
+    when neither holds a certificate."""
+    found = [expiry for expiry in (recorded, current) if expiry is not None]
+    if not found:
+        return {}
+    earliest = min(found, key=lambda expiry: expiry.not_after)
+    return certificates.deadline_stamp(earliest.not_after, earliest.source(provider_class), margin)

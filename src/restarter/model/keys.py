@@ -121,6 +121,15 @@ DEADLINE = f"deadline.{PREFIX}"
 #: the same patch as the change's marks.
 CSI_VERSIONS = f"csi-versions.{PREFIX}"
 
+#: Annotation prefix on a workload: per SecretProviderClass it mounts that syncs into a
+#: Secret (``spec.secretObjects``) holding a certificate
+#: (``csi-not-after.restarter.io/secretproviderclass.<name>``), JSON: the earliest X.509
+#: ``notAfter`` among the synced keys and the Secret it is in
+#: (``{"notAfter":"2026-01-01T00:00:00Z","secret":"shop-tls"}``), recorded with the
+#: versions: the expiry of the certificate its pods run with when the versions next change.
+#: A certificate's expiry is public; nothing else of the Secret is read into it.
+CSI_NOT_AFTER = f"csi-not-after.{PREFIX}"
+
 #: How the annotation keys of a pending mark (both halves, and its deadlines) begin.
 MARK_PREFIXES = (PENDING_MARK + "/", WINDOW_MARK + "/", DEADLINE + "/")
 
@@ -157,7 +166,12 @@ WRITTEN: dict[str, tuple[str, ...]] = {
     "sourceAnnotations": (CHECKSUM, KEY_DIGESTS, CHANGE, NOT_AFTER, WAVE, RESUME),
     "workloadAnnotations": (RESTART_TS, RESTARTED_FOR),
     # The pending marks, and kopf's own progress, diff base and markers on workloads.
-    "workloadAnnotationPrefixes": (*MARK_PREFIXES, f"{KOPF_PREFIX}/", f"{CSI_VERSIONS}/"),
+    "workloadAnnotationPrefixes": (
+        *MARK_PREFIXES,
+        f"{KOPF_PREFIX}/",
+        f"{CSI_VERSIONS}/",
+        f"{CSI_NOT_AFTER}/",
+    ),
     "workloadLabels": (PENDING_LABEL,),
     "workloadFinalizers": (FINALIZER,),
     "podTemplateAnnotations": (KUBECTL_RESTARTED_AT,),

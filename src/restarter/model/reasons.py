@@ -17,6 +17,7 @@ WARNING = "Warning"
 #: Where an Event is posted.
 SOURCE = "source"
 WORKLOAD = "workload"
+OPERATOR = "the operator's own Pod"
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,14 @@ INVALID_RELOAD_ENTRY = Reason(
     "with Reloader's annotations honoured: an entry of its reload list is no regular "
     "expression; that entry is skipped, the others still count",
 )
+CSI_NOT_SERVED = Reason(
+    "CSINotServed",
+    WARNING,
+    OPERATOR,
+    "with `--csi`, the Secrets Store CSI Driver's CRDs are not installed: restarter carries "
+    "on with Secrets and ConfigMaps and watches SecretProviderClasses once the CRDs are "
+    "installed, without a restart; posted once per run (needs `POD_NAME`)",
+)
 #: kopf's own: restarter sets kopf's posting level to INFO, so a line logged about an
 #: object kopf handles (a labelled source, a pending workload) is also an Event on it,
 #: typed by the line's level.
@@ -223,6 +232,7 @@ REASONS: dict[str, Reason] = {
         RESTART_HALTED,
         GATE_FAILED_OPEN,
         INVALID_RELOAD_ENTRY,
+        CSI_NOT_SERVED,
         LOGGING,
     )
 }

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
-from restarter.cluster.csi_watching import PodStatuses, PodStatusStream
+from restarter.cluster.csi_watching import NotServed, PodStatuses, PodStatusStream
 from restarter.cluster.list_watching import run_in_thread
 from restarter.cluster.namespace_watching import NamespaceHolds, NamespaceScope, NamespaceWatcher
 from restarter.cluster.reference_map import ReferenceMap
@@ -32,7 +32,7 @@ from restarter.restarting.rollout_groups import RolloutGroups
 from restarter.restarting.scoping import ScopeFollower
 from restarter.restarting.source_context import SourceContext, SourceTurns
 from restarter.restarting.timer_state import TimerContext
-from restarter.services.events import Events
+from restarter.services.events import Events, own_pod
 from restarter.services.kube.api import Api
 from restarter.services.notifications import Notifier
 from restarter.services.settings import Settings
@@ -140,8 +140,11 @@ class Components:
             return
         statuses = PodStatuses()
         self.class_checks = ClassChecks(statuses, self._class_context, self.watcher.in_sync)
+        stopping = self.class_checks.stopping
+        # Said once per run, on the operator's own Pod, however many namespaces it watches.
+        not_served = NotServed(self.events, own_pod())
         self.csi_streams = [
-            PodStatusStream(api, statuses, scope, self.class_checks.stopping, self._class_changed)
+            PodStatusStream(api, statuses, scope, stopping, self._class_changed, not_served)
             for scope in scopes
         ]
 

@@ -6,6 +6,12 @@ the workload in the same patch as the marks, so a repeated check stamps nothing 
 A workload's first sight records the versions and restarts nothing. A version recorded once
 is not new again, so the pods of one workload rotating one after the other, within the
 driver's poll interval, make one change and one restart.
+
+A class that syncs into Secrets (``spec.secretObjects``) whose synced keys hold a
+certificate: its earliest expiry is recorded on the workload with the versions (and again
+whenever it moves), and a change's stamp carries the certificate deadline of the earlier of
+that record and the Secret now, as a Secret's change does (``model.csi.change_deadline``).
+Only the expiry is read into it; the Secret is held for the one check.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from restarter.cluster.csi_watching import PodStatuses
-from restarter.model import csi, keys, reasons, windows
+from restarter.model import certificates, csi, keys, reasons, windows
 from restarter.model.fan_out import FanOut, Target, plan_fan_out
 from restarter.model.kinds import WORKLOAD_KINDS
 from restarter.model.references import SECRET_PROVIDER_CLASS
@@ -33,14 +39,62 @@ RETRY_DELAY = 5.0
 
 
 def _provider_class(context: SourceContext, namespace: str, name: str) -> dict[str, Any]:
-    """The class as Events and windows need it (its metadata); a bare reference when gone."""
-    found = context.api.read_provider_class_metadata(namespace, name)
-    metadata = (found or {}).get("metadata") or {"namespace": namespace, "name": name}
+    """The class as Events, windows and deadlines need it (its metadata and the Secrets it
+    syncs into); a bare reference when gone."""
+    found = context.api.read_provider_class(namespace, name) or {}
+    metadata = found.get("metadata") or {"namespace": namespace, "name": name}
     return {
         "apiVersion": f"{csi.GROUP}/{csi.VERSION}",
         "kind": "SecretProviderClass",
         "metadata": metadata,
+        "spec": found.get("spec") or {},
     }
+
+
+#: A synced Secret that could not be read: the recorded expiry stays as it is.
+UNREAD = "unread"
+
+
+def _synced_expiry(
+    context: SourceContext, body: Mapping[str, Any]
+) -> csi.SyncedExpiry | str | None:
+    """The earliest certificate expiry among the keys the class syncs into Secrets now;
+    None when it syncs none, or none holds a certificate; ``UNREAD`` when a Secret could
+    not be read (the versions are still checked; the next check reads it again)."""
+    synced = csi.synced_keys(body)
+    if not synced:
+        return None
+    namespace = body["metadata"]["namespace"]
+    try:
+        secrets = {name: context.api.read_source("secret", namespace, name) for name in synced}
+    except ApiError as error:
+        context.logger.warning(
+            f"could not read the Secrets it syncs into ({error.describe()}): a change now "
+            "carries only the certificate deadline recorded before"
+        )
+        return UNREAD
+    return csi.synced_expiry(synced, secrets)
+
+
+def _deadline(
+    context: SourceContext,
+    body: Mapping[str, Any],
+    recorded: csi.SyncedExpiry | None,
+    current: csi.SyncedExpiry | None,
+) -> dict[str, str]:
+    """A change's certificate deadline (none without a synced certificate); the class's
+    ``restarter.io/certificate-margin`` over the operator's, a Warning when unreadable."""
+    if recorded is None and current is None:
+        return {}
+    metadata, default = body["metadata"], context.settings.certificate_margin
+    try:
+        margin = certificates.margin(metadata.get("annotations") or {}, default)
+    except windows.ScheduleError as error:
+        message = f"{error}; the operator's margin is used"
+        context.logger.warning(message)
+        context.events.post(body, reason=reasons.INVALID_CERTIFICATE_MARGIN, message=message)
+        margin = default
+    return csi.change_deadline(recorded, current, metadata["name"], margin)
 
 
 def _class_window(context: SourceContext, body: Mapping[str, Any]) -> windows.WindowRequest | None:
@@ -74,11 +128,12 @@ def check_class(context: SourceContext, statuses: PodStatuses, namespace: str, n
     targets = context.reference_map.targets(
         namespace, SECRET_PROVIDER_CLASS, name, None, body["metadata"]
     )
+    expiry = _synced_expiry(context, body)
     done = True
     for target in targets:
         reported = csi.reported_by(reports, (target.plural, target.name), dependents)
         if reported:
-            done = _check_workload(context, body, request, target, reported) and done
+            done = _check_workload(context, body, request, target, reported, expiry) and done
     return done
 
 
@@ -88,27 +143,33 @@ def _check_workload(
     request: windows.WindowRequest | None,
     target: Target,
     reported: frozenset[csi.ObjectVersion],
+    read: csi.SyncedExpiry | str | None,
 ) -> bool:
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     workload = context.api.read_workload(target.plural, namespace, target.name)
     metadata = (workload or {}).get("metadata") or {}
-    recorded = csi.read_versions(metadata.get("annotations"), name)
+    annotations = metadata.get("annotations") or {}
+    recorded = csi.read_versions(annotations, name)
     change = csi.version_change(recorded, reported)
-    if workload is None or (recorded is not None and not change.new_ids and not change.stale):
+    expiry = None if isinstance(read, str) else read
+    written = annotations.get(csi.not_after_key(name))
+    moved = read != UNREAD and written != csi.not_after_record(expiry)
+    if workload is None or (
+        recorded is not None and not change.new_ids and not change.stale and not moved
+    ):
         return True
     label = f"{WORKLOAD_KINDS[target.plural]} {target.name}"
-    record: dict[str, Any] = {
-        "metadata": {
-            "annotations": {csi.versions_key(name): change.record},
-            "resourceVersion": metadata.get("resourceVersion"),
-        }
-    }
+    record = _record(name, change, expiry, metadata, moved)
     now = dt.datetime.now(dt.UTC)
-    plan = _plan(context, name, request, target, change, now) if change.changed else None
+    plan = None
+    if change.changed:
+        deadline = _deadline(context, body, csi.read_not_after(annotations, name), expiry)
+        plan = _plan(context, name, request, target, change, now, deadline)
     if plan is None or not plan.targets:
         # First sight, or a change no window asked for: the versions are recorded alone,
         # so that a later opt-in does not restart for them.
-        return _record_only(context, target, namespace, record, _recorded_note(label, change))
+        note = _recorded_note(label, change, expiry, moved)
+        return _record_only(context, target, namespace, record, note)
     (patch,) = plan.patches.values()
     patch["metadata"]["annotations"] |= record["metadata"]["annotations"]
     patch["metadata"]["resourceVersion"] = metadata.get("resourceVersion")
@@ -140,9 +201,10 @@ def _plan(
     target: Target,
     change: csi.VersionChange,
     now: dt.datetime,
+    deadline: dict[str, str],
 ) -> FanOut:
     """The stamp of one workload for a change of the class: the objects with a new version
-    named in its mark (ids, never values)."""
+    named in its mark (ids, never values), and the synced certificate's deadline, if any."""
     return plan_fan_out(
         kind=SECRET_PROVIDER_CLASS,
         name=name,
@@ -151,10 +213,31 @@ def _plan(
         settings=context.settings,
         change_id=change.change_id,
         now=now,
+        deadline=deadline,
         # The pods rotate within the driver's poll interval: the quiet period lets the
         # last of them report before the restart.
         quiet=context.settings.quiet,
     )
+
+
+def _record(
+    name: str,
+    change: csi.VersionChange,
+    expiry: csi.SyncedExpiry | None,
+    metadata: Mapping[str, Any],
+    moved: bool,
+) -> dict[str, Any]:
+    """The workload patch recording the versions its pods report now and, when it moved,
+    the synced certificate's expiry (removed once the Secret holds none)."""
+    annotations: dict[str, str | None] = {csi.versions_key(name): change.record}
+    if moved:
+        annotations[csi.not_after_key(name)] = csi.not_after_record(expiry)
+    return {
+        "metadata": {
+            "annotations": annotations,
+            "resourceVersion": metadata.get("resourceVersion"),
+        }
+    }
 
 
 def _record_only(
@@ -176,8 +259,18 @@ def _record_only(
     return True
 
 
-def _recorded_note(label: str, change: csi.VersionChange) -> str:
-    """The log line of versions recorded without a restart."""
+def _recorded_note(
+    label: str, change: csi.VersionChange, expiry: csi.SyncedExpiry | None, moved: bool
+) -> str:
+    """The log line of versions recorded without a restart (with the synced certificate's
+    expiry when that moved)."""
+    if moved and not change.baseline and not change.changed:
+        if expiry is None:
+            return f"the Secrets synced for the pods of {label} hold no certificate now: recorded"
+        return (
+            f"the certificate synced into Secret {expiry.secret} for the pods of {label} "
+            f"expires at {certificates.format_instant(expiry.not_after)}: recorded"
+        )
     if change.baseline:
         return f"first sight of the object versions of {label}: recorded; nothing restarts"
     if change.changed:

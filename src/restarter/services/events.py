@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -90,6 +91,18 @@ class Events:
     def _tell(self, obj: Mapping[str, Any], reason: Reason, message: str) -> None:
         for listener in self._listeners:
             listener(obj, reason, message)
+
+
+def own_pod(environ: Mapping[str, str] = os.environ) -> dict[str, Any] | None:
+    """The operator's own Pod, as an Event about it names it: ``POD_NAME``,
+    ``POD_NAMESPACE`` and ``POD_UID`` (the chart passes them through the downward API;
+    without the uid ``kubectl describe pod`` does not list the Event). None outside a pod
+    (no ``POD_NAME`` or ``POD_NAMESPACE``)."""
+    name, namespace = environ.get("POD_NAME"), environ.get("POD_NAMESPACE")
+    if not name or not namespace:
+        return None
+    metadata = {"name": name, "namespace": namespace, "uid": environ.get("POD_UID", "")}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata}
 
 
 def _on_event_loop() -> bool:

@@ -76,9 +76,10 @@ class Reader(Endpoints):
             item.get("name") == plural for item in found.get("resources") or []
         )
 
-    def read_provider_class_metadata(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def read_provider_class(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A SecretProviderClass's metadata (its ``restart-at`` label and window
-        annotations), or None if gone."""
+        annotations) and the Secrets it syncs into (``spec.secretObjects``: names and keys,
+        no values), or None if gone."""
 
         def provider_class(name: str, namespace: str, **options: Any) -> Any:
             return self._custom.get_namespaced_custom_object(
@@ -86,7 +87,10 @@ class Reader(Endpoints):
             )
 
         found = self._read(provider_class, namespace, name)
-        return None if found is None else {"metadata": found.get("metadata") or {}}
+        if found is None:
+            return None
+        synced = (found.get("spec") or {}).get("secretObjects") or []
+        return {"metadata": found.get("metadata") or {}, "spec": {"secretObjects": synced}}
 
     def list_workloads(self, plural: str, namespace: str | None) -> list[dict[str, Any]]:
         """Every workload of a kind in ``namespace`` (None: every namespace), as plain dicts."""
