@@ -208,7 +208,7 @@ def _chart_container(cluster: Cluster, release: str) -> dict[str, Any]:
 
 def _chart_env(container: dict[str, Any], pod: str) -> dict[str, str]:
     """The container's env as the kubelet sets it for pod ``pod`` in restarter-system."""
-    fields = {"metadata.name": pod, "metadata.namespace": "restarter-system"}
+    fields = {"metadata.name": pod, "metadata.namespace": "restarter-system", "metadata.uid": ""}
     return {
         item["name"]: item["value"]
         if "value" in item
