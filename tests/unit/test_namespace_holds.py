@@ -11,7 +11,10 @@ from typing import Any
 
 from restarter.cluster.namespace_watching import NamespaceStream
 from restarter.model import keys
+from restarter.operator.components import Components
 from restarter.restarting.blocking import HoldBlocker
+from restarter.services import settings as settings_module
+from restarter.services.kube.api import Api
 from tests.unit.test_namespace_scope_following import SELECTOR, Follower, listing
 
 NOW = dt.datetime(2026, 12, 7, 3, 0, tzinfo=dt.UTC)
@@ -77,3 +80,18 @@ def test_until_the_stream_is_in_sync_the_namespace_is_read() -> None:
     stream.synced.clear()  # the watch broke: read again (the hold set meanwhile counts)
     assert blocker.blocks(workload("other"), NOW) is None
     assert reads.reads == 2
+
+
+def test_the_operator_asks_the_holds_its_namespace_stream_keeps() -> None:
+    """Wired as the operator runs (cluster mode, with and without a selector): the hold
+    blocker reads the very holds the namespace stream writes."""
+    for flags in ([], ["--namespace-selector", "team=payments"]):
+        settings = settings_module.build(flags)
+        parts = Components(settings, Api(None), None, lambda _: None)  # type: ignore[arg-type]
+        assert parts.namespaces is not None
+        holds = parts.namespaces.stream.holds
+        [blocker] = [b for b in parts.blockers.blockers if isinstance(b, HoldBlocker)]
+        assert blocker.watched is holds
+        listing(parts.namespaces.stream, namespace("shop", "freeze"))
+        held = blocker.blocks(workload("shop"), NOW)
+        assert held is not None and held.reason == "freeze"

@@ -105,7 +105,7 @@ class NamespaceStream(ListWatch):
     ) -> None:
         super().__init__("namespaces", None, stopping, self._listed_once)
         self.api, self.selector, self.follower = api, selector, follower
-        self.holds = holds or NamespaceHolds()
+        self.holds = holds if holds is not None else NamespaceHolds()
         # In sync exactly when the holds are current: the stream's own event.
         self.synced = self.holds.synced
         self.matching: set[str] = set()
