@@ -37,6 +37,17 @@ def held_event(core: Core, namespace: str, name: str) -> str:
     return str(found[0].message)
 
 
+def lift_namespace_hold(core: Core, apps: Apps, namespace: str) -> None:
+    """The namespace's hold removed: ``web`` restarts once, its marks cleared."""
+    core.patch_namespace(namespace, {"metadata": {"annotations": {keys.HOLD: None}}})
+    wait_for(
+        lambda: len(replica_sets(apps, namespace, "web")) == 2,
+        30,
+        message="the restart once the hold is removed",
+    )
+    assert pending(apps, namespace, "web") == {}
+
+
 def changed_while_held(
     cluster: Cluster, core: Core, apps: Apps, namespace: str, start: Callable[[], Operator]
 ) -> str:
@@ -64,13 +75,7 @@ def test_a_namespace_hold_keeps_a_due_restart_pending_until_it_is_removed(
     assert row["state"] == "held"
     assert any("change freeze" in note for note in row["notes"])
 
-    core.patch_namespace(namespace, {"metadata": {"annotations": {keys.HOLD: None}}})
-    wait_for(
-        lambda: len(replica_sets(apps, namespace, "web")) == 2,
-        30,
-        message="the restart once the hold is removed",
-    )
-    assert pending(apps, namespace, "web") == {}
+    lift_namespace_hold(core, apps, namespace)
     assert events(core, namespace, "web", "Restarted")
 
 

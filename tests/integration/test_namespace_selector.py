@@ -23,6 +23,7 @@ from tests.integration.factories import (
     window_hours_away,
     window_open_now,
 )
+from tests.integration.test_holds import held_event, lift_namespace_hold
 from tests.integration.test_operator_restarts import (
     TICKS,
     baseline,
@@ -257,18 +258,9 @@ def test_a_hold_set_on_a_watched_namespace_holds_its_due_restart_until_removed(
     core.patch_namespace(namespace, {"metadata": {"annotations": {keys.HOLD: "change freeze"}}})
     time.sleep(TICKS)  # the namespace watch sees the hold
     change_data(core, namespace, "db", "b")
-    held = wait_for(
-        lambda: events(core, namespace, "web", "RestartHeld"), 30, message="a RestartHeld Event"
-    )
-    assert f"held by {keys.HOLD} on namespace {namespace}: change freeze" in held[0].message
+    message = held_event(core, namespace, "web")
+    assert f"held by {keys.HOLD} on namespace {namespace}: change freeze" in message
     time.sleep(TICKS)
     assert len(replica_sets(apps, namespace, "web")) == 1
     assert pending(apps, namespace, "web")
-
-    core.patch_namespace(namespace, {"metadata": {"annotations": {keys.HOLD: None}}})
-    wait_for(
-        lambda: len(replica_sets(apps, namespace, "web")) == 2,
-        30,
-        message="the restart once the hold is removed",
-    )
-    assert pending(apps, namespace, "web") == {}
+    lift_namespace_hold(core, apps, namespace)
