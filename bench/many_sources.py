@@ -11,7 +11,8 @@ the same ``--workdir``: what exists is reused, what is missing created). Each op
 turn, scoped by that label (both with ``--namespace-selector``), per run:
 
 1. started; ready = start → a change of the probe Secret handled; then at rest until its
-   CPU is quiet (``--rest``): the peak so far is its peak at rest, before any change;
+   CPU is quiet (``--rest``; with ``--first-sight``, restarter also until every source
+   carries its checksum): the peak so far is its peak at rest, before any change;
 2. every source's data changed at once (16 threads), for restarter with a window a few
    minutes ahead in the same patch;
 3. first change sent → last dependent stamped (restarter) or restarted (Reloader);
@@ -123,10 +124,11 @@ def run_once(bench: Bench, operator: str, run: int) -> dict[str, Any]:
         result["usage_ready"] = vars(process.usage())
         if math.isnan(result["ready_seconds"]):
             return result
-        result["rest_seconds"] = _rest(bench, process)
+        result["rest_seconds"] = _rest(bench, process, operator)
         marks["rested"] = time.time()
         result["usage_rest"] = vars(process.usage())
-        window = _window_start(bench) if operator == RESTARTER else None
+        windowed = operator == RESTARTER and not bench.args.no_window
+        window = _window_start(bench) if windowed else None
         cpu_before = process.usage().cpu_seconds
         bookmark = bench.audit.offset()
         changes = _change_all(bench, window, f"{operator}-{run}-{time.time():.0f}")
@@ -144,7 +146,8 @@ def run_once(bench: Bench, operator: str, run: int) -> dict[str, Any]:
         time.sleep(AFTER)
         result["usage_end"] = vars(process.usage())
         marks["end"] = time.time()
-        result["restarts"] = _restarts(bench, operator, changes, window)
+        if windowed or operator != RESTARTER:
+            result["restarts"] = _restarts(bench, operator, changes, window)
         result["load_average"]["end"] = os.getloadavg()[0]
     finally:
         # Sampling stops first: a process shutting down is no phase of the run.
@@ -210,11 +213,15 @@ QUIET_SPAN, QUIET_CPU = 5.0, 0.05
 REST_LIMIT = 600.0
 
 
-def _rest(bench: Bench, process: OperatorProcess) -> float:
-    """Wait ``--rest`` seconds, then until the operator's CPU is quiet (its first sight of
-    every source handled); return the seconds waited."""
+def _rest(bench: Bench, process: OperatorProcess, operator: str) -> float:
+    """Wait ``--rest`` seconds, and for restarter at its first sight until every source
+    carries its checksum (a change before that would be its first sight, no change), then
+    until the operator's CPU is quiet; return the seconds waited."""
     started = time.monotonic()
     time.sleep(bench.args.rest)
+    if operator == RESTARTER and bench.layout.first_sight:
+        while time.monotonic() - started < REST_LIMIT and not _all_recorded(bench):
+            time.sleep(1)
     cpu = process.usage().cpu_seconds
     while time.monotonic() - started < REST_LIMIT:
         time.sleep(QUIET_SPAN)
@@ -225,6 +232,18 @@ def _rest(bench: Bench, process: OperatorProcess) -> float:
     else:
         log.warning(f"the operator was not quiet within {REST_LIMIT:.0f}s of being ready")
     return time.monotonic() - started
+
+
+def _all_recorded(bench: Bench) -> bool:
+    """Every namespace's source carries restarter's checksum (its metadata alone read)."""
+    kind = "ConfigMap" if bench.layout.bundle_kib else "Secret"
+    wanted = set(bench.layout.namespace_names())
+    recorded = {
+        metadata["namespace"]
+        for metadata in bench.objects.metadata(kind, keys.RESTART_AT_LABEL)
+        if metadata["name"] == SOURCE and keys.CHECKSUM in (metadata.get("annotations") or {})
+    }
+    return wanted <= recorded
 
 
 def _settle(bench: Bench) -> None:
@@ -476,6 +495,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default=10.0,
         help="seconds at rest after ready, then until the operator's CPU is quiet, before "
         "the change (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--no-window",
+        action="store_true",
+        help="restarter: the changes keep the sources' window 12 h away, so the run ends "
+        "once every dependent is stamped (no window phase, no restarts counted)",
     )
     parser.add_argument("--runs", type=int, default=1, help="runs per operator")
     parser.add_argument("--timer-interval", type=float, default=5.0, help="restarter's timer")
