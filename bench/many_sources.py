@@ -181,7 +181,7 @@ def _process(bench: Bench, operator: str, run: int) -> OperatorProcess:
         return OperatorProcess.module(
             bench.cluster, "restarter", flags, stem.with_suffix(".log"), env
         )
-    check_port_free(RELOADER_PORT)
+    _wait_for_port()
     # KUBERNETES_NAMESPACE set would scope it to that one namespace, selector ignored.
     env["KUBERNETES_NAMESPACE"] = ""
     command = [str(bench.args.reloader_binary), *reloader_flags()]
@@ -193,6 +193,23 @@ def _process(bench: Bench, operator: str, run: int) -> OperatorProcess:
         started_line=RELOADER_STARTED,
         python=False,
     )
+
+
+#: Seconds to wait for Reloader's fixed port while another benchmark's Reloader holds it.
+PORT_WAIT = 1800.0
+
+
+def _wait_for_port() -> None:
+    deadline = time.monotonic() + PORT_WAIT
+    while True:
+        try:
+            check_port_free(RELOADER_PORT)
+            return
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            log.info(f"port {RELOADER_PORT} in use (another Reloader?): waiting for it")
+            time.sleep(10)
 
 
 def _stem(bench: Bench, operator: str, run: int) -> Path:
