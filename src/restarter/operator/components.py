@@ -166,8 +166,8 @@ class Components:
     # -- contexts of the flows ------------------------------------------------------------
 
     def source_context(self, kind: str, logger: Any) -> SourceContext:
-        """What one check of a source needs: kopf's per-object logger in its handlers,
-        restarter's own log outside them."""
+        """What one check of a source needs; ``logger`` names the object on each line
+        (``checked_context``: restarter's own log, as kopf's per-object loggers do)."""
         return SourceContext(
             kind=kind,
             settings=self.settings,
