@@ -146,6 +146,7 @@ class Objects:
         lister = {
             "Namespace": self.core.list_namespace,
             "Secret": self.core.list_secret_for_all_namespaces,
+            "ConfigMap": self.core.list_config_map_for_all_namespaces,
             "Deployment": self.apps.list_deployment_for_all_namespaces,
         }[kind]
         found: list[dict[str, Any]] = []

@@ -38,6 +38,13 @@ def _per_minute(run: Run) -> float | None:
 ROWS: list[tuple[str, Figure, int]] = [
     ("ready: start → first change handled (s)", lambda r: _get(r, "ready_seconds"), 1),
     ("RSS at ready (MB)", lambda r: _get(r, "usage_ready", "rss_mb"), 1),
+    ("at rest after ready, until quiet (s)", lambda r: _get(r, "rest_seconds"), 0),
+    ("RSS at rest (MB)", lambda r: _get(r, "usage_rest", "rss_mb"), 1),
+    (
+        "**peak RSS at rest, before any change (VmHWM, MB)**",
+        lambda r: _get(r, "usage_rest", "peak_rss_mb"),
+        1,
+    ),
     ("the harness sent the K changes in (s)", lambda r: _get(r, "changes", "send_seconds"), 1),
     (
         "**first change → last dependent stamped (restarter) / restarted (Reloader) (s)**",
@@ -49,6 +56,11 @@ ROWS: list[tuple[str, Figure, int]] = [
     ("dependents answered per second", lambda r: _get(r, "changes", "per_second"), 1),
     ("CPU, first change → last answer (s)", lambda r: _get(r, "changes", "cpu_seconds"), 1),
     ("RSS once all answered (MB)", lambda r: _get(r, "usage_answered", "rss_mb"), 1),
+    (
+        "**peak RSS once all answered (VmHWM, MB)**",
+        lambda r: _get(r, "usage_answered", "peak_rss_mb"),
+        1,
+    ),
     (
         "highest sampled RSS, first change → last answer (MB)",
         lambda r: _get(r, "rss_sampled", "phase_peaks_mb", "first_change..answered"),
@@ -187,8 +199,13 @@ def _described(results: dict[str, Any], output: Path | None) -> str:
     reloader = results.get("reloader")
     peer = f"; Reloader `{' '.join(reloader['flags'])}`" if reloader else ""
     raw = f"; raw figures in `{output.name}`" if output is not None else ""
+    source = "one Secret each"
+    if layout.get("bundle_kib"):
+        source = f"one ConfigMap bundle of {layout['bundle_kib']} KiB each"
+    if layout.get("first_sight"):
+        source += ", first sight (no records on them)"
     return (
-        f"`{results['command']}`: {_number(k, 0)} namespaces of {d} Deployments "
+        f"`{results['command']}`: {_number(k, 0)} namespaces of {d} Deployments, {source} "
         f"({_number(k * d, 0)} dependents); restarter at `{commit}`{peer}; {runs} run(s) per "
         f"operator; {results['started']} on {results['machine']['cpus']} CPUs{raw}."
     )
@@ -210,7 +227,7 @@ def write(commands: list[dict[str, Any]], docs: Path, outputs: list[Path | None]
     """The section between the markers in ``docs``/benchmarks-history.md (appended, with a heading,
     when the page has none) from one or more commands' results; returns it."""
     described = [f"- {_described(r, output)}" for r, output in zip(commands, outputs, strict=True)]
-    note = "One labelled Secret per namespace, all changed at once; median (min-max) of runs."
+    note = "One labelled source per namespace, all changed at once; median (min-max) of runs."
     section = "\n".join([BEGIN, *described, "", note, "", *table(commands), END])
     page = docs / "benchmarks-history.md"
     text = page.read_text() if page.exists() else ""

@@ -3,13 +3,17 @@
 trust-manager writes one bundle per namespace; reflector and kubed copy one Secret into
 every namespace: a rotation changes all of them at once, each with a few dependents.
 K namespaces labelled ``bench.restarter.io/many-sources=true``, each with one labelled
-Secret that all D realistic Deployments of the namespace read (bench/many_setup.py), on a
+Secret that all D realistic Deployments of the namespace read (bench/many_setup.py), or
+with ``--source configmap-bundle`` one labelled ConfigMap of ``--bundle-kib`` KiB of PEM CA
+certificates that they mount (trust-manager's shape), on a
 control plane of its own, or on one an earlier run left running (``--keep-cluster`` and
 the same ``--workdir``: what exists is reused, what is missing created). Each operator in
 turn, scoped by that label (both with ``--namespace-selector``), per run:
 
-1. started; ready = start → a change of the probe Secret handled;
-2. every Secret's data changed at once (16 threads), for restarter with a window a few
+1. started; ready = start → a change of the probe Secret handled; then at rest until its
+   CPU is quiet (``--rest``; with ``--first-sight``, restarter also until every source
+   carries its checksum): the peak so far is its peak at rest, before any change;
+2. every source's data changed at once (16 threads), for restarter with a window a few
    minutes ahead in the same patch;
 3. first change sent → last dependent stamped (restarter) or restarted (Reloader);
 4. restarter only: all wait, then window start → last restart.
@@ -61,11 +65,14 @@ from bench.stats import percentile
 from bench.watching import RELOADED_FROM, RESTARTED_AT, DeploymentWatcher, Marks
 from bench.workload import PROBE_DEPLOYMENT, PROBE_SECRET, reloader_hash, secret_data
 from restarter.model import keys
+from restarter.model.references import CONFIGMAP, SECRET
 
 log = logging.getLogger("bench.many")
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 OPERATORS = (RESTARTER, RELOADER)
+#: ``--source``: each namespace's source.
+SOURCES = ("secret", "configmap-bundle")
 #: Threads changing the Secrets (the harness client's connection pool is 16).
 CHANGE_THREADS = 16
 #: An operator that has answered no new dependent for this long is given up on.
@@ -117,7 +124,11 @@ def run_once(bench: Bench, operator: str, run: int) -> dict[str, Any]:
         result["usage_ready"] = vars(process.usage())
         if math.isnan(result["ready_seconds"]):
             return result
-        window = _window_start(bench) if operator == RESTARTER else None
+        result["rest_seconds"] = _rest(bench, process, operator)
+        marks["rested"] = time.time()
+        result["usage_rest"] = vars(process.usage())
+        windowed = operator == RESTARTER and not bench.args.no_window
+        window = _window_start(bench) if windowed else None
         cpu_before = process.usage().cpu_seconds
         bookmark = bench.audit.offset()
         changes = _change_all(bench, window, f"{operator}-{run}-{time.time():.0f}")
@@ -135,7 +146,8 @@ def run_once(bench: Bench, operator: str, run: int) -> dict[str, Any]:
         time.sleep(AFTER)
         result["usage_end"] = vars(process.usage())
         marks["end"] = time.time()
-        result["restarts"] = _restarts(bench, operator, changes, window)
+        if windowed or operator != RESTARTER:
+            result["restarts"] = _restarts(bench, operator, changes, window)
         result["load_average"]["end"] = os.getloadavg()[0]
     finally:
         # Sampling stops first: a process shutting down is no phase of the run.
@@ -169,7 +181,7 @@ def _process(bench: Bench, operator: str, run: int) -> OperatorProcess:
         return OperatorProcess.module(
             bench.cluster, "restarter", flags, stem.with_suffix(".log"), env
         )
-    check_port_free(RELOADER_PORT)
+    _wait_for_port()
     # KUBERNETES_NAMESPACE set would scope it to that one namespace, selector ignored.
     env["KUBERNETES_NAMESPACE"] = ""
     command = [str(bench.args.reloader_binary), *reloader_flags()]
@@ -181,6 +193,23 @@ def _process(bench: Bench, operator: str, run: int) -> OperatorProcess:
         started_line=RELOADER_STARTED,
         python=False,
     )
+
+
+#: Seconds to wait for Reloader's fixed port while another benchmark's Reloader holds it.
+PORT_WAIT = 1800.0
+
+
+def _wait_for_port() -> None:
+    deadline = time.monotonic() + PORT_WAIT
+    while True:
+        try:
+            check_port_free(RELOADER_PORT)
+            return
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            log.info(f"port {RELOADER_PORT} in use (another Reloader?): waiting for it")
+            time.sleep(10)
 
 
 def _stem(bench: Bench, operator: str, run: int) -> Path:
@@ -196,6 +225,44 @@ def reloader_flags() -> list[str]:
     return ["--reload-strategy", "annotations", "--namespace-selector", SELECTOR]
 
 
+#: At rest: the operator's CPU over this many seconds stays under ``QUIET_CPU`` of them.
+QUIET_SPAN, QUIET_CPU = 5.0, 0.05
+REST_LIMIT = 600.0
+
+
+def _rest(bench: Bench, process: OperatorProcess, operator: str) -> float:
+    """Wait ``--rest`` seconds, and for restarter at its first sight until every source
+    carries its checksum (a change before that would be its first sight, no change), then
+    until the operator's CPU is quiet; return the seconds waited."""
+    started = time.monotonic()
+    time.sleep(bench.args.rest)
+    if operator == RESTARTER and bench.layout.first_sight:
+        while time.monotonic() - started < REST_LIMIT and not _all_recorded(bench):
+            time.sleep(1)
+    cpu = process.usage().cpu_seconds
+    while time.monotonic() - started < REST_LIMIT:
+        time.sleep(QUIET_SPAN)
+        now = process.usage().cpu_seconds
+        if now - cpu < QUIET_CPU * QUIET_SPAN:
+            break
+        cpu = now
+    else:
+        log.warning(f"the operator was not quiet within {REST_LIMIT:.0f}s of being ready")
+    return time.monotonic() - started
+
+
+def _all_recorded(bench: Bench) -> bool:
+    """Every namespace's source carries restarter's checksum (its metadata alone read)."""
+    kind = "ConfigMap" if bench.layout.bundle_kib else "Secret"
+    wanted = set(bench.layout.namespace_names())
+    recorded = {
+        metadata["namespace"]
+        for metadata in bench.objects.metadata(kind, keys.RESTART_AT_LABEL)
+        if metadata["name"] == SOURCE and keys.CHECKSUM in (metadata.get("annotations") or {})
+    }
+    return wanted <= recorded
+
+
 def _settle(bench: Bench) -> None:
     names = {name for names in bench.layout.dependents().values() for name in names}
     deadline = time.monotonic() + 1800
@@ -205,10 +272,15 @@ def _settle(bench: Bench) -> None:
         time.sleep(1)
 
 
-def _patch_secret(bench: Bench, namespace: str, name: str, patch: dict[str, Any]) -> str:
-    response = bench.objects.core.patch_namespaced_secret(
-        name, namespace, patch, _content_type=MERGE_PATCH, _preload_content=False
+def _patch_secret(
+    bench: Bench, namespace: str, name: str, patch: dict[str, Any], kind: str = SECRET
+) -> str:
+    call = (
+        bench.objects.core.patch_namespaced_config_map
+        if kind == CONFIGMAP
+        else bench.objects.core.patch_namespaced_secret
     )
+    response = call(name, namespace, patch, _content_type=MERGE_PATCH, _preload_content=False)
     return str(json.loads(response.data)["metadata"]["resourceVersion"])
 
 
@@ -252,15 +324,16 @@ def _change_all(bench: Bench, window: dt.datetime | None, token: str) -> list[Ch
     """Every namespace's Secret gets new data, all at once; with a window, its label in the
     same patch (one write per source, as a rotation that also sets the label)."""
     labels = {} if window is None else {keys.RESTART_AT_LABEL: f"{window:%H.%M}"}
+    kind = bench.layout.kind
 
     def change(namespace: str) -> Change:
-        data = many_setup.changed_data(namespace, token)
+        data = many_setup.changed_data(bench.layout, namespace, token)
         patch: dict[str, Any] = {"data": data}
         if labels:
             patch["metadata"] = {"labels": labels}
         sent = time.time()
-        rv = _patch_secret(bench, namespace, SOURCE, patch)
-        return Change(SOURCE, sent, rv, data, namespace)
+        rv = _patch_secret(bench, namespace, SOURCE, patch, kind)
+        return Change(SOURCE, sent, rv, data, namespace, kind)
 
     started = time.time()
     with ThreadPoolExecutor(CHANGE_THREADS) as pool:
@@ -349,7 +422,7 @@ def _restarts(
     counts: dict[str, int] = {}
     early = 0
     for change in changes:
-        digest = reloader_hash(change.data)
+        digest = reloader_hash(change.data, change.kind)
         for name in bench.layout.dependents()[change.namespace]:
             seen = history.get(name, [])
             if operator == RESTARTER:
@@ -386,7 +459,8 @@ def _epoch(rfc3339: str) -> float:
 def _sampled(sampler: RssSampler, marks: dict[str, float]) -> dict[str, Any]:
     """The highest sampled RSS in each phase between two marks, and when the overall peak
     came (seconds after the first change)."""
-    order: list[str] = [m for m in ("started", "ready", "first_change", "answered") if m in marks]
+    order: list[str] = ["started", "ready", "rested", "first_change", "answered"]
+    order = [m for m in order if m in marks]
     order += [m for m in ("window", "last_restart", "end") if m in marks]
     phases = {
         f"{a}..{b}": peak
@@ -415,6 +489,35 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--operators",
         help=f"comma-separated, of {', '.join(OPERATORS)} (default: both when Reloader is built)",
+    )
+    parser.add_argument(
+        "--source",
+        choices=SOURCES,
+        default="secret",
+        help="each namespace's source: a small Secret, or a ConfigMap bundle of PEM CA "
+        "certificates (trust-manager's shape, --bundle-kib)",
+    )
+    parser.add_argument(
+        "--bundle-kib", type=int, default=149, help="KiB of each bundle (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--first-sight",
+        action="store_true",
+        help="each run starts with no restarter records on the sources: its start is its "
+        "first sight of them, as a new user's",
+    )
+    parser.add_argument(
+        "--rest",
+        type=float,
+        default=10.0,
+        help="seconds at rest after ready, then until the operator's CPU is quiet, before "
+        "the change (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--no-window",
+        action="store_true",
+        help="restarter: the changes keep the sources' window 12 h away, so the run ends "
+        "once every dependent is stamped (no window phase, no restarts counted)",
     )
     parser.add_argument("--runs", type=int, default=1, help="runs per operator")
     parser.add_argument("--timer-interval", type=float, default=5.0, help="restarter's timer")
@@ -533,7 +636,8 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     args.workdir, cluster, running = reusable_cluster(args.workdir, "restarter-many-")
-    layout = Layout(args.namespaces, args.deployments)
+    bundle = args.bundle_kib if args.source == "configmap-bundle" else 0
+    layout = Layout(args.namespaces, args.deployments, bundle, args.first_sight)
     results: dict[str, Any] = {
         "command": "bench/run many-sources " + shlex.join(argv),
         "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -542,6 +646,9 @@ def main(argv: list[str]) -> int:
         "layout": {
             "namespaces": layout.namespaces,
             "deployments_per_namespace": layout.deployments,
+            "source": args.source,
+            "bundle_kib": layout.bundle_kib,
+            "first_sight": layout.first_sight,
         },
         "parameters": {k: str(v) for k, v in vars(args).items()}
         | {"operators": ",".join(operators)},

@@ -15,6 +15,12 @@ import memray
 
 #: Kinds of allocation, by a fragment of any frame of its stack (first match wins).
 KINDS = (
+    (
+        "kopf's list pages (fetch_objs: whole objects, a page at once)",
+        ("kopf/_cogs/clients/fetching.py",),
+    ),
+    ("kopf's watch events (whole objects)", ("kopf/_cogs/clients/watching.py",)),
+    ("sources read by a check (read_source)", ("read_source",)),
     ("TLS connections posting kopf's Events", ("kopf/_cogs/clients/events.py",)),
     ("TLS connections, other (aiohttp's, kopf's)", ("asyncio/sslproto.py",)),
     ("TLS connections, other", ("/ssl.py",)),

@@ -99,6 +99,8 @@ class Change:
     """The Secret's resourceVersion after the update."""
     data: dict[str, str]
     namespace: str = NAMESPACE
+    kind: str = SECRET
+    """The source's kind as restarter names it (``secret``, ``configmap``)."""
 
 
 @dataclass
@@ -219,7 +221,7 @@ def harness_patch(objects: Objects, item: tuple[str, dict[str, Any]]) -> None:
 def stamped_by(operator: str, change: Change) -> Callable[[Marks], bool]:
     """Predicate: the Deployment carries the operator's answer to this change."""
     if operator == RESTARTER:
-        key = keys.pending_key(SECRET, change.secret)
+        key = keys.pending_key(change.kind, change.secret)
         floor = int(change.sent)
 
         def restarter_stamped(marks: Marks) -> bool:
@@ -229,8 +231,12 @@ def stamped_by(operator: str, change: Change) -> Callable[[Marks], bool]:
         return restarter_stamped
 
     if operator == RELOADER:
-        expected = {"type": "SECRET", "name": change.secret, "namespace": change.namespace}
-        digest = workload.reloader_hash(change.data)
+        expected = {
+            "type": change.kind.upper(),
+            "name": change.secret,
+            "namespace": change.namespace,
+        }
+        digest = workload.reloader_hash(change.data, change.kind)
 
         def reloader_stamped(marks: Marks) -> bool:
             try:

@@ -31,10 +31,14 @@ def secret_data(name: str, version: int) -> dict[str, str]:
     return {"value": _encode(f"{name}-v{version}")}
 
 
-def reloader_hash(data: dict[str, str]) -> str:
+def reloader_hash(data: dict[str, str], kind: str = "secret") -> str:
     """The hash Reloader computes of a Secret's ``data`` (``util.GetSHAfromSecret``: SHA-1
-    of the sorted ``key=value`` pairs, values decoded, joined by ``;``)."""
-    pairs = sorted(f"{k}={base64.b64decode(v).decode()}" for k, v in data.items())
+    of the sorted ``key=value`` pairs, values decoded, joined by ``;``), or of a
+    ConfigMap's text ``data`` (``util.GetSHAfromConfigmap``: the same, values as they are)."""
+    if kind == "configmap":
+        pairs = sorted(f"{k}={v}" for k, v in data.items())
+    else:
+        pairs = sorted(f"{k}={base64.b64decode(v).decode()}" for k, v in data.items())
     return hashlib.sha1(";".join(pairs).encode(), usedforsecurity=False).hexdigest()
 
 

@@ -36,10 +36,9 @@ POSTING_WORKERS = 8
 
 
 def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
-    """kopf's settings: server-side label selectors, our finalizer, no state on sources."""
+    """kopf's settings: server-side label selectors, our finalizer. kopf watches no source
+    (restarter's own metadata watch hands them on one at a time)."""
     operator = kopf.OperatorSettings()
-    operator.watching.label_selectors["v1", "secrets"] = keys.RESTART_AT_LABEL
-    operator.watching.label_selectors["v1", "configmaps"] = keys.RESTART_AT_LABEL
     # kopf sees only pending workloads (its timers, finalizer and per-object memory);
     # who uses which source comes from restarter's own reference map instead.
     for plural in WORKLOAD_KINDS:

@@ -283,7 +283,7 @@ def test_apiserver_stopped_during_a_fan_out_and_during_a_window_loses_and_double
         "probe_kills": supervisor.probe_kills,
         "stamp_failures_logged": logs.count("could not stamp"),
         "timer_ticks_failed": logs.count("Timer 'pending_restart_deployments' failed"),
-        "source_handler_failed": logs.count("Handler 'secret_event' failed"),
+        "source_check_failed": logs.count("could not check secret"),
         "ledger_reconnects": ledger.reconnects,
     }
     report("kube-apiserver stopped and started", figures)

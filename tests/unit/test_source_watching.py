@@ -1,6 +1,6 @@
-"""What the metadata watch of Secrets hands on to be read: only wanted, unlabelled sources,
-once per resourceVersion; a labelled source is kopf's and is never read here, not even when
-a workload opts in for it."""
+"""What the metadata watch of Secrets hands on to be read: labelled sources and wanted
+unlabelled ones, each once per resourceVersion, each to its own queue; a labelled source is
+not handed on again when a workload opts in for it (its next version is)."""
 
 from __future__ import annotations
 
@@ -33,11 +33,11 @@ class Recorder:
         self.checked.append((kind, namespace, name))
 
 
-def setup() -> tuple[ReferenceMap, SourceWatcher, SourceStream, Recorder]:
-    reference_map, checks = ReferenceMap(), Recorder()
-    watcher = SourceWatcher(None, reference_map, ("ns",), checks)  # type: ignore[arg-type]
+def setup() -> tuple[ReferenceMap, SourceWatcher, SourceStream, Recorder, Recorder]:
+    reference_map, checks, labelled = ReferenceMap(), Recorder(), Recorder()
+    watcher = SourceWatcher(None, reference_map, ("ns",), checks, labelled)  # type: ignore[arg-type]
     stream = next(s for s in watcher.streams if s.kind == "secret")
-    return reference_map, watcher, stream, checks
+    return reference_map, watcher, stream, checks, labelled
 
 
 def opt_in_web(reference_map: ReferenceMap, secret_name: str = "s") -> None:
@@ -46,13 +46,13 @@ def opt_in_web(reference_map: ReferenceMap, secret_name: str = "s") -> None:
 
 
 def test_unwanted_sources_are_neither_read_nor_kept() -> None:
-    _, watcher, stream, checks = setup()
+    _, watcher, stream, checks, _ = setup()
     stream.take_event("MODIFIED", {"metadata": secret("s", "1")})
     assert checks.checked == [] and len(watcher.versions) == 0
 
 
 def test_a_wanted_unlabelled_source_is_read_once_per_version() -> None:
-    reference_map, _, stream, checks = setup()
+    reference_map, _, stream, checks, _ = setup()
     opt_in_web(reference_map)
     assert checks.checked == [("secret", "ns", "s")]  # checked when it became wanted
     stream.take_event("MODIFIED", {"metadata": secret("s", "7")})
@@ -61,17 +61,26 @@ def test_a_wanted_unlabelled_source_is_read_once_per_version() -> None:
     assert checks.checked == [("secret", "ns", "s")] * 3
 
 
-def test_a_labelled_source_is_not_read_when_a_workload_opts_in_for_it() -> None:
-    reference_map, watcher, stream, checks = setup()
+def test_a_labelled_source_is_read_once_per_version_in_its_own_queue() -> None:
+    reference_map, watcher, stream, checks, labelled = setup()
     stream.take({"metadata": secret("s", "1", labelled=True)}, {})
-    opt_in_web(reference_map)
+    opt_in_web(reference_map)  # no read of its own: the label's queue has it
+    stream.take_event("MODIFIED", {"metadata": secret("s", "1", labelled=True)})
     stream.take_event("MODIFIED", {"metadata": secret("s", "2", labelled=True)})
     assert checks.checked == []
-    assert len(watcher.versions) == 0
+    assert labelled.checked == [("secret", "ns", "s")] * 2
+    assert len(watcher.versions) == 0 and watcher.versions.labelled_count() == 1
+
+
+def test_a_listing_again_reads_no_labelled_source_whose_version_it_saw() -> None:
+    _, _, stream, _, labelled = setup()
+    stream.take({"metadata": secret("s", "1", labelled=True)}, {})
+    stream.take({"metadata": secret("s", "1", labelled=True)}, {})
+    assert labelled.checked == [("secret", "ns", "s")]
 
 
 def test_a_source_that_loses_its_label_is_followed_from_then_on() -> None:
-    reference_map, watcher, stream, checks = setup()
+    reference_map, watcher, stream, checks, _ = setup()
     stream.take({"metadata": secret("s", "1", labelled=True)}, {})
     opt_in_web(reference_map)
     stream.take_event("MODIFIED", {"metadata": secret("s", "2")})
@@ -81,7 +90,7 @@ def test_a_source_that_loses_its_label_is_followed_from_then_on() -> None:
 
 def test_a_deleted_source_is_forgotten() -> None:
     versions = Versions()
-    versions.labelled(("secret", "ns", "a"))
+    versions.labelled(("secret", "ns", "a"), "2")
     versions.update(("secret", "ns", "b"), "3")
     stream = SourceStream(
         None,  # type: ignore[arg-type]
@@ -96,3 +105,4 @@ def test_a_deleted_source_is_forgotten() -> None:
     stream.take_event("DELETED", {"metadata": secret("a", "4")})
     stream.take_event("DELETED", {"metadata": secret("b", "4")})
     assert not versions.is_labelled(("secret", "ns", "a")) and len(versions) == 0
+    assert versions.labelled_count() == 0

@@ -1,13 +1,15 @@
-"""Noticing that a source no label selects changed, without holding every Secret.
+"""Noticing that a source changed, without holding every Secret or ConfigMap.
 
-A workload that opted in (``restarter.io/restart-at``, or Reloader's annotations) asks for
-restarts when a source it uses changes, labelled or not. kopf watches only labelled
-sources; this watches the metadata of every Secret and ConfigMap (names, labels,
-annotations, resourceVersion: never data) and keeps the resourceVersion of only the
-sources the reference map says are wanted. A new resourceVersion of a wanted, unlabelled
-source is handed to ``check``, which reads that one source; any other update costs a
-dictionary lookup. A source that becomes wanted (a workload opts in, or starts using it)
-is checked at once, so its first change after that is not taken for a first sight.
+Labelled sources, and those that a workload opted in for (``restarter.io/restart-at``, or
+Reloader's annotations), restart workloads when they change. This watches the metadata of
+every Secret and ConfigMap (names, labels, annotations, resourceVersion: never data) and
+keeps the resourceVersion of only the labelled sources and of the unlabelled ones the
+reference map says are wanted. A new resourceVersion of one of them is handed on to be
+read and compared (``check``, ``check_labelled``): one source at a time, so the operator
+holds no more source bodies than the checks in flight, whatever their number and size.
+Any other update costs a dictionary lookup. A source that becomes wanted (a workload opts
+in, or starts using it) is checked at once, so its first change after that is not taken
+for a first sight.
 """
 
 from __future__ import annotations
@@ -37,24 +39,27 @@ Check = Callable[[str, str, str], None]
 
 
 def labelled(metadata: dict[str, Any]) -> bool:
-    """Labelled sources are kopf's: its own watch hands them to the source flow."""
+    """Labelled sources restart their readers whoever opted in: each version is checked."""
     return keys.RESTART_AT_LABEL in (metadata.get("labels") or {})
 
 
 class Versions:
-    """The resourceVersion last handed on of each wanted source, and which sources are
-    labelled (kopf's, never read here); thread-safe."""
+    """The resourceVersion last handed on of each labelled source and of each wanted
+    unlabelled one; thread-safe."""
 
     def __init__(self) -> None:
         self._seen: dict[tuple[str, str, str], str] = {}
-        self._labelled: set[tuple[str, str, str]] = set()
+        self._labelled: dict[tuple[str, str, str], str] = {}
         self._lock = threading.Lock()
 
-    def labelled(self, key: tuple[str, str, str]) -> None:
-        """The source carries the label: kopf's, so it has no version here."""
+    def labelled(self, key: tuple[str, str, str], version: str) -> bool:
+        """Record ``version`` of a labelled source; True when it is new (to be checked)."""
         with self._lock:
-            self._labelled.add((key[0], sys.intern(key[1]), sys.intern(key[2])))
             self._seen.pop(key, None)
+            if self._labelled.get(key) == version:
+                return False
+            self._labelled[(key[0], sys.intern(key[1]), sys.intern(key[2]))] = version
+            return True
 
     def is_labelled(self, key: tuple[str, str, str]) -> bool:
         with self._lock:
@@ -63,7 +68,7 @@ class Versions:
     def update(self, key: tuple[str, str, str], version: str) -> bool:
         """Record ``version`` of an unlabelled source; True when it is new (to be checked)."""
         with self._lock:
-            self._labelled.discard(key)
+            self._labelled.pop(key, None)
             if self._seen.get(key) == version:
                 return False
             self._seen[key] = version
@@ -72,9 +77,14 @@ class Versions:
     def forget(self, key: tuple[str, str, str]) -> None:
         with self._lock:
             self._seen.pop(key, None)
-            self._labelled.discard(key)
+            self._labelled.pop(key, None)
+
+    def labelled_count(self) -> int:
+        with self._lock:
+            return len(self._labelled)
 
     def __len__(self) -> int:
+        """Unlabelled sources followed."""
         with self._lock:
             return len(self._seen)
 
@@ -92,10 +102,12 @@ class SourceStream(ListWatch):
         check: Check,
         stopping: threading.Event,
         on_sync: Callable[[], None],
+        check_labelled: Check | None = None,
     ) -> None:
         super().__init__(f"{SOURCE_KINDS[kind]} metadata", namespace, stopping, on_sync)
         self.api, self.reference_map, self.kind = api, reference_map, kind
         self.versions, self.check = versions, check
+        self.check_labelled = check_labelled
 
     def list_page(self, token: str | None) -> dict[str, Any]:
         return self.api.list_source_metadata(self.kind, self.namespace, token, PAGE_SIZE)
@@ -108,13 +120,15 @@ class SourceStream(ListWatch):
     def _see(self, metadata: dict[str, Any]) -> None:
         namespace, name = metadata["namespace"], metadata["name"]
         key = (self.kind, namespace, name)
+        version = str(metadata.get("resourceVersion", ""))
         if labelled(metadata):
-            self.versions.labelled(key)
+            if self.versions.labelled(key, version) and self.check_labelled is not None:
+                self.check_labelled(self.kind, namespace, name)
             return
         if not self.reference_map.wants(namespace, self.kind, name):
             self.versions.forget(key)
             return
-        if self.versions.update(key, str(metadata.get("resourceVersion", ""))):
+        if self.versions.update(key, version):
             self.check(self.kind, namespace, name)
 
     def take(self, item: dict[str, Any], listing: dict[tuple[str, str], Any]) -> None:
@@ -123,7 +137,11 @@ class SourceStream(ListWatch):
         self._see(item["metadata"])
 
     def took_listing(self, listing: dict[tuple[str, str], Any]) -> str:
-        return f" (of every kind, {len(self.versions)} unlabelled sources followed for opt-ins)"
+        followed = self.versions.labelled_count()
+        return (
+            f" (of every kind; {followed} labelled and {len(self.versions)} unlabelled "
+            "sources followed, for labels and opt-ins)"
+        )
 
     def take_event(self, kind: str, body: dict[str, Any]) -> None:
         metadata = body.get("metadata") or {}
@@ -134,22 +152,23 @@ class SourceStream(ListWatch):
 
 
 class SourceWatcher:
-    """Both source kinds in every watched namespace, each in a daemon thread."""
+    """Both source kinds in every watched namespace, each in a daemon thread. ``check``
+    reads and compares a wanted unlabelled source, ``check_labelled`` a labelled one."""
 
     def __init__(
-        self, api: Watcher, reference_map: ReferenceMap, namespaces: tuple[str, ...], check: Check
+        self,
+        api: Watcher,
+        reference_map: ReferenceMap,
+        namespaces: tuple[str, ...],
+        check: Check,
+        check_labelled: Check | None = None,
     ) -> None:
         self.api, self.reference_map, self.check = api, reference_map, check
+        self.check_labelled = check_labelled
         self.stopping = threading.Event()
         self.versions = Versions()
         scopes: tuple[str | None, ...] = namespaces or (None,)
-        self.streams = [
-            SourceStream(
-                api, reference_map, kind, scope, self.versions, check, self.stopping, _no_sync
-            )
-            for kind in SOURCE_KINDS
-            for scope in scopes
-        ]
+        self.streams = [self._stream(kind, scope) for kind in SOURCE_KINDS for scope in scopes]
         reference_map.on_wanted = self.wanted
 
     def wanted(self, namespace: str, kind: str | None, name: str | None) -> None:
@@ -158,7 +177,8 @@ class SourceWatcher:
         if kind is not None and kind not in SOURCE_KINDS:
             return  # a SecretProviderClass: its changes come from the CSI driver's reports
         if kind is not None and name is not None:
-            # A labelled source is kopf's: its next change reaches the source flow anyway.
+            # A labelled source is checked on each version: its next change reaches the
+            # source flow anyway.
             if not self.versions.is_labelled((kind, namespace, name)):
                 self.check(kind, namespace, name)
             return
@@ -168,20 +188,24 @@ class SourceWatcher:
 
     def _recheck(self, namespace: str) -> None:
         for kind in SOURCE_KINDS:
-            stream = SourceStream(
-                self.api,
-                self.reference_map,
-                kind,
-                namespace,
-                self.versions,
-                self.check,
-                self.stopping,
-                _no_sync,
-            )
+            stream = self._stream(kind, namespace)
             try:
                 stream.list_all()
             except Exception as error:  # the watch's next listing catches up
                 log.warning(f"could not list {kind}s in {namespace} again: {describe(error)}")
+
+    def _stream(self, kind: str, scope: str | None) -> SourceStream:
+        return SourceStream(
+            self.api,
+            self.reference_map,
+            kind,
+            scope,
+            self.versions,
+            self.check,
+            self.stopping,
+            _no_sync,
+            self.check_labelled,
+        )
 
     def start(self) -> SourceWatcher:
         for stream in self.streams:

@@ -22,7 +22,7 @@ from restarter.operator.trimming import Trimmer
 from restarter.restarting.admitting import Admissions, Admitter
 from restarter.restarting.blocking import Blockers, HoldBlocker, gate_blockers
 from restarter.restarting.breaker import Breaker
-from restarter.restarting.checking import ObjectLog, SourceChecks
+from restarter.restarting.checking import LABELLED_CONCURRENCY, ObjectLog, SourceChecks
 from restarter.restarting.csi_checking import ClassChecks
 from restarter.restarting.finalizer_release import FinalizerReleaser, ReleaseFailed
 from restarter.restarting.judging_waits import JudgingWaits
@@ -37,7 +37,7 @@ from restarter.services.kube.api import Api
 from restarter.services.notifications import Notifier
 from restarter.services.settings import Settings
 
-#: The log of sources kopf does not watch (unlabelled ones that workloads opted in for).
+#: The log of the source flow (restarter watches sources itself, kopf does not).
 SOURCES_LOG = logging.getLogger("restarter.sources")
 
 #: Its log: namespaces entering and leaving the namespace selector's scope.
@@ -156,14 +156,21 @@ class Components:
         return self.source_context(SECRET_PROVIDER_CLASS, ObjectLog(SOURCES_LOG, namespace, name))
 
     def _source_checks(self, settings: Settings, api: Api) -> None:
-        """The checks of sources kopf does not watch, and the Namespaces followed by label."""
-        self.checks = SourceChecks(self.unlabelled_context)
-        self.entering_checks = SourceChecks(self.unlabelled_context, labelled=True)
+        """The checks of sources, labelled or opted in for, and the Namespaces followed by
+        label."""
+        self.checks = SourceChecks(self.checked_context)
+        self.labelled_checks = SourceChecks(
+            self.checked_context, LABELLED_CONCURRENCY, labelled=True
+        )
         self.sources = SourceWatcher(
-            api, self.reference_map, settings.namespaces, self._check_in_scope
+            api,
+            self.reference_map,
+            settings.namespaces,
+            self._check_in_scope,
+            self._check_labelled_in_scope,
         )
         follower = ScopeFollower(
-            api, self.scope, self.watcher, self.entering_checks.submit, self._release_in
+            api, self.scope, self.watcher, self.labelled_checks.submit, self._release_in
         )
         selector = settings.selector
         self.namespaces: NamespaceWatcher | None = None
@@ -175,8 +182,8 @@ class Components:
     # -- contexts of the flows ------------------------------------------------------------
 
     def source_context(self, kind: str, logger: Any) -> SourceContext:
-        """What one check of a source needs: kopf's per-object logger in its handlers,
-        restarter's own log outside them."""
+        """What one check of a source needs; ``logger`` names the object on each line
+        (``checked_context``: restarter's own log, as kopf's per-object loggers do)."""
         return SourceContext(
             kind=kind,
             settings=self.settings,
@@ -190,7 +197,7 @@ class Components:
             groups=self.groups,
         )
 
-    def unlabelled_context(self, kind: str, namespace: str, name: str) -> SourceContext:
+    def checked_context(self, kind: str, namespace: str, name: str) -> SourceContext:
         log = ObjectLog(SOURCES_LOG, namespace, name)
         return self.source_context(kind, log)
 
@@ -214,17 +221,21 @@ class Components:
         if self.scope.includes(namespace):
             self.checks.submit(kind, namespace, name)
 
+    def _check_labelled_in_scope(self, kind: str, namespace: str, name: str) -> None:
+        if self.scope.includes(namespace):
+            self.labelled_checks.submit(kind, namespace, name)
+
     def _release_in(self, namespace: str) -> list[str]:
         return FinalizerReleaser(self.api, (namespace,), log.info).release_all()
 
     # -- start and stop --------------------------------------------------------------------
 
     def start_source_checks(self) -> None:
-        """In kopf's loop: the metadata watch of sources and the checks of the unlabelled
-        sources that workloads opted in for."""
+        """In kopf's loop: the checks of the labelled sources and of the unlabelled ones
+        that workloads opted in for (the metadata watch that feeds them starts with the
+        streams)."""
         self.checks.start()
-        self.entering_checks.start()
-        self.sources.start()
+        self.labelled_checks.start()
 
     def start_streams(self, logger: Any) -> None:
         """The streams that keep the reference map; wait for their first listing."""
@@ -240,6 +251,9 @@ class Components:
                     f"namespaces not listed after {STARTUP_SYNC_TIMEOUT:g}s; none is acted in "
                     "until they are"
                 )
+        # Once the scope is known: a labelled source's version seen out of it is not
+        # checked (a namespace entering the scope has its labelled sources checked then).
+        self.sources.start()
         self.watcher.start()
         if self.class_checks is not None:
             self.class_checks.start()

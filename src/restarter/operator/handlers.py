@@ -10,16 +10,11 @@ import kopf
 
 from restarter.model import keys
 from restarter.model.kinds import APPS_KINDS, KINDS
-from restarter.model.references import SOURCE_KINDS
 from restarter.operator.components import Components
-from restarter.restarting.stamping import check_source
 from restarter.restarting.ticking import restart_when_due
 from restarter.restarting.timer_state import timer_wanted
 from restarter.services.kube.api import Api
 from restarter.services.settings import Settings
-
-#: Source kind → the kopf resource plural watched for it.
-SOURCE_RESOURCES = {"secret": "secrets", "configmap": "configmaps"}
 
 #: Seconds at most before a timer tick that failed is tried again.
 TIMER_BACKOFF = 10.0
@@ -38,10 +33,12 @@ def build_registry(
         settings, api, insights, lambda plural: _register_workload(registry, plural, parts)
     )
 
-    @kopf.on.startup(registry=registry, id="watch_unlabelled_sources")
-    async def watch_unlabelled_sources(**_: Any) -> None:
-        """Start the metadata watch of sources and the checks of unlabelled sources that
-        workloads opted in for (what the workload streams find wanted waits for them)."""
+    @kopf.on.startup(registry=registry, id="watch_sources")
+    async def watch_sources(**_: Any) -> None:
+        """Start the checks of labelled sources and of unlabelled ones that workloads
+        opted in for (what the metadata watch of sources and the workload streams hand on
+        waits for them). kopf watches no source: its list would hold a whole page of
+        bodies, and its queues every body not yet handled."""
         parts.start_source_checks()
 
     @kopf.on.startup(registry=registry, id="share_threads")
@@ -60,19 +57,16 @@ def build_registry(
 
     @kopf.on.startup(registry=registry, id="watch_workloads")
     def watch_workloads(logger: Any, **_: Any) -> None:
-        """Start the streams that keep the reference map; wait for their first listing.
+        """Start the Namespace stream, then the metadata watch of sources and the streams
+        that keep the reference map; wait for their first listing.
 
-        kopf starts watching only after its startup handlers, so the labelled sources
-        arrive when their dependents are known, and are handled at once instead of
-        thousands of them waiting in memory together.
+        kopf starts its timers only after its startup handlers; the source checks read a
+        source only once the map is in sync, so no body waits in memory for it.
         """
         parts.start_streams(logger)
 
     for plural in APPS_KINDS:
         _register_workload(registry, plural, parts)
-
-    for kind in SOURCE_KINDS:
-        _register_source(registry, kind, parts)
 
     @kopf.on.cleanup(registry=registry, id="release_finalizers")
     def release_finalizers(logger: Any, **_: Any) -> None:
@@ -111,21 +105,3 @@ def _register_workload(registry: kopf.OperatorRegistry, plural: str, parts: Comp
         if not scope.includes(body["metadata"]["namespace"]):
             return  # its namespace left the scope since kopf last looked
         await restart_when_due(parts.timer_context(plural, memo, logger), body)
-
-
-def _register_source(registry: kopf.OperatorRegistry, kind: str, parts: Components) -> None:
-    scope = parts.scope
-
-    @kopf.on.event(
-        "v1",
-        SOURCE_RESOURCES[kind],
-        registry=registry,
-        id=f"{kind}_event",
-        labels={keys.RESTART_AT_LABEL: kopf.PRESENT},
-        when=lambda namespace, **_: scope.includes(namespace),
-    )
-    async def source_event(event: Any, body: Any, logger: Any, **_: Any) -> None:
-        """A labelled source was listed, added or modified: compare its checksum."""
-        if event.get("type") == "DELETED":
-            return
-        await check_source(parts.source_context(kind, logger), body)

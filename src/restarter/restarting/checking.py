@@ -1,8 +1,10 @@
-"""The source flow for sources kopf does not watch: unlabelled ones that a workload opted in
-for. The source watcher (a thread) hands on (kind, namespace, name); here, in kopf's event
-loop, each is read once and goes through the same ``check_source`` as a labelled one.
-With ``labelled``, the same for the labelled sources of a namespace that came into the
-namespace selector's scope, which kopf saw while it was out."""
+"""The source flow's entry: the source watcher (a thread) hands on (kind, namespace, name)
+of a source whose resourceVersion is new; here, in kopf's event loop, each is read once and
+goes through ``check_source``. One queue for the unlabelled sources that a workload opted
+in for, one (``labelled``) for the labelled sources, theirs or those of a namespace that
+came into the namespace selector's scope. A queue holds names, never bodies: the sources
+in memory at once are at most the checks running (``concurrency``), whatever the number
+and size of those waiting."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any
 
 from restarter.cluster.source_watching import labelled
 from restarter.restarting.source_context import SourceContext
-from restarter.restarting.stamping import check_source
+from restarter.restarting.stamping import SYNC_POLL, check_source
 
 log = logging.getLogger("restarter.sources")
 
@@ -32,6 +34,9 @@ class ObjectLog(logging.LoggerAdapter[logging.Logger]):
 
 #: Sources read and compared at once, at most.
 CHECK_CONCURRENCY = 4
+#: The same for labelled sources: all of a trust bundle's copies change in the same
+#: second; each check waits mostly on the API (its stamps), so more run at once.
+LABELLED_CONCURRENCY = 16
 
 
 class SourceChecks:
@@ -109,6 +114,9 @@ class SourceChecks:
 
     async def check(self, kind: str, namespace: str, name: str) -> None:
         context = self.context_for(kind, namespace, name)
+        # The flow waits for the reference map: read only then, so no body waits with it.
+        while not context.in_sync.is_set():
+            await asyncio.sleep(SYNC_POLL)
         source = await asyncio.to_thread(context.api.read_source, kind, namespace, name)
         if source is None or labelled(source["metadata"]) is not self.labelled:
             return  # gone, or the other queue's (unlabelled ones kopf's, unless entering)
