@@ -40,7 +40,9 @@ def test_the_defaults_hold_nothing_gate_nothing_and_notify_nobody(cluster: Clust
     assert (env["RESTARTER_FIRST_WAVE"], env["RESTARTER_SOAK"]) == ("1", "60s")
     assert (env["RESTARTER_QUIET"], env["RESTARTER_HALT_EXPIRY"]) == ("10s", "0")
     rules = rules_of(objects, "ClusterRole", "r-restarter")
-    assert {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]} in rules
+    # Namespaces watched for their holds: a due restart reads none.
+    namespaces = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]}
+    assert namespaces in rules
     # The circuit breaker reads a first wave's pods (waves are on by default).
     pods = [rule for rule in rules if "pods" in rule["resources"]]
     assert pods == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
