@@ -75,7 +75,9 @@ class NamespaceHolds:
         with self._lock:
             return self._holds.get(namespace)
 
-    def __len__(self) -> int:
+    def count(self) -> int:
+        """How many Namespaces carry a hold (a method, not ``len``: an empty table must
+        not be falsy where one is passed on)."""
         with self._lock:
             return len(self._holds)
 
@@ -131,7 +133,7 @@ class NamespaceStream(ListWatch):
             {name: hold for (_, name), (_, hold) in listing.items() if hold is not None}
         )
         if self.selector is None:
-            return f" ({len(self.holds)} with a hold)"
+            return f" ({self.holds.count()} with a hold)"
         now = {name for (_, name), (matches, _) in listing.items() if matches}
         starting = not self.listed.is_set()
         for name in sorted(self.matching - now):

@@ -4,9 +4,9 @@ kopf builds every event's "essence" (a deep copy of the whole body, then a secon
 drop its progress annotations) and diffs it against the last handled one, for its
 change handlers (on.create, on.update, on.field) and for timers that wait for an idle
 object. restarter registers neither: its timers tick on pending workloads whatever
-changed, and its source handler reads the body itself. The copies were a third of the
-operator's CPU on a day of many changes (py-spy), for a diff nothing read. With no
-essence, kopf's diff of every event is empty and nothing is stored on any object.
+changed. The copies served a diff nothing read; dropping them did not move the
+operator's CPU beyond a benchmark's noise (docs/benchmarks.md). With no essence, kopf's
+diff of every event is empty and nothing is stored on any object.
 
 A change handler added later would see every object as unchanged: a unit test refuses
 such a registry (``tests/unit/test_no_diffs.py``).
