@@ -311,7 +311,10 @@ def _any_of(operator: str, attempts: list[Change]) -> Callable[[Marks], bool]:
 
 
 def _window_start(bench: Bench) -> dt.datetime:
-    """The next whole minute far enough ahead for every dependent to be stamped first."""
+    """The next whole minute far enough ahead for every dependent to be stamped first; with
+    ``--open-window``, the current minute: the window is open as the changes arrive."""
+    if bench.args.open_window:
+        return dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
     dependents = bench.layout.namespaces * bench.layout.deployments
     margin = bench.args.window_margin
     if margin is None:
@@ -518,6 +521,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
         action="store_true",
         help="restarter: the changes keep the sources' window 12 h away, so the run ends "
         "once every dependent is stamped (no window phase, no restarts counted)",
+    )
+    parser.add_argument(
+        "--open-window",
+        action="store_true",
+        help="restarter: the sources' window opens in the minute of the changes, so each "
+        "dependent restarts as it is stamped, as Reloader restarts on the change (the "
+        "window phase's times then count from that minute's start)",
     )
     parser.add_argument("--runs", type=int, default=1, help="runs per operator")
     parser.add_argument("--timer-interval", type=float, default=5.0, help="restarter's timer")

@@ -212,3 +212,76 @@ def test_a_timer_hands_back_a_workload_whose_window_is_hours_away(
     wait_for(lambda: labelled_or_finalized(apps, namespace) == [], 30, message="handed back")
     assert pending(apps, namespace, "web") == marks
     assert not events(core, namespace, "web", "Restarted")
+
+
+class MarkSightings:
+    """Every version of the namespace's Deployments that carried a pending mark, as
+    ``kubectl get -w`` shows them: (name, labelled, finalized)."""
+
+    def __init__(self, apps: Apps, namespace: str) -> None:
+        self.seen: list[tuple[str, bool, bool]] = []
+        self._stopped = False
+        self._watch = kubernetes.watch.Watch()
+        listed = apps.list_namespaced_deployment(namespace)
+        self._thread = threading.Thread(
+            target=self._run,
+            args=(apps, namespace, listed.metadata.resource_version),
+            daemon=True,
+        )
+        self._thread.start()
+
+    def _run(self, apps: Apps, namespace: str, version: str) -> None:
+        try:
+            for event in self._watch.stream(
+                apps.list_namespaced_deployment, namespace, resource_version=version
+            ):
+                metadata = event["object"].metadata
+                if any(k.startswith(keys.PENDING_MARK + "/") for k in metadata.annotations or {}):
+                    self.seen.append(
+                        (
+                            metadata.name,
+                            keys.PENDING_LABEL in (metadata.labels or {}),
+                            keys.FINALIZER in (metadata.finalizers or []),
+                        )
+                    )
+        except urllib3.exceptions.ProtocolError:
+            if not self._stopped:
+                raise
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._watch.stop()
+
+
+def test_a_change_in_an_open_window_is_stamped_and_handed_to_the_timer_in_one_request(
+    core: Core, apps: Apps, namespace: str, operator: Callable[..., Operator]
+) -> None:
+    """A change whose window is open: each stamp carries the timer's label and finalizer
+    (no version of the workload shows the marks without them), so a restart costs the
+    stamp and the restart, two requests, where an admission in between made three."""
+    names = ["api", "worker", "cron"]
+    core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window_open_now()))
+    for name in names:
+        apps.create_namespaced_deployment(
+            namespace, deployment(name, env=[env_from_secret("db")], replicas=0)
+        )
+    operator()
+    baseline(core, namespace, "db")
+    sightings = MarkSightings(apps, namespace)
+    try:
+        change_data(core, namespace, "db", "b")
+        wait_for(
+            lambda: all(events(core, namespace, name, "Restarted") for name in names),
+            60,
+            message="every dependent restarted",
+        )
+    finally:
+        sightings.stop()
+    for name in names:
+        assert len(events(core, namespace, name, "RestartScheduled")) == 1, name
+        assert len(events(core, namespace, name, "Restarted")) == 1, name
+        assert pending(apps, namespace, name) == {}
+        seen = [(labelled, finalized) for n, labelled, finalized in sightings.seen if n == name]
+        assert seen, name
+        assert all(version == (True, True) for version in seen), (name, seen)
+    assert labelled_or_finalized(apps, namespace) == []

@@ -36,6 +36,7 @@ from restarter.model import (
     windows,
 )
 from restarter.model.finalizers import release_patch
+from restarter.model.kinds import KINDS
 from restarter.services import settings as settings_module
 from restarter.services.kube.api import Api
 from restarter.services.kube.endpoints import APPS_STEMS
@@ -450,9 +451,9 @@ def test_every_change_a_restart_needs_passes_the_policy(
         # finalizer removed, in one request; then the checksum of the new data recorded.
         flow.fresh(lambda _: restart(flow.read()))
         assert flow.record() != first
-        # Marks cleared without a restart (as for a workload opted out meanwhile).
-        flow.stamp()
-        flow.fresh(timer_admission.admit_patch)
+        # Marks cleared without a restart (as for a workload opted out meanwhile), stamped
+        # in an open window: marks, label and finalizer in one request.
+        flow.stamp(admitted=True)
         flow.fresh(
             lambda metadata: restart_decisions.clear_patch(metadata["annotations"], metadata)
         )
@@ -565,12 +566,14 @@ class RestartFlow:
                 continue
         pytest.fail("ten conflicts in a row")
 
-    def stamp(self) -> None:
-        """The pending marks for the change."""
+    def stamp(self, admitted: bool = False) -> None:
+        """The pending marks for the change (``admitted``: with the timer's label and
+        finalizer, as a stamp sent while its window is open)."""
         assert self.request is not None
         now = dt.datetime.now(dt.UTC)
         keys_read = frozenset({"password"})
-        self.send(stamps.stamp_patch("secret", "db", now, self.request, self.change, keys_read))
+        patch = stamps.stamp_patch("secret", "db", now, self.request, self.change, keys_read)
+        self.send(timer_admission.admitted_stamp(patch, KINDS[self.kind]) if admitted else patch)
 
 
 def test_kubectl_auth_can_i_answers_for_the_serviceaccount(

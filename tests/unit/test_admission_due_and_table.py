@@ -8,7 +8,16 @@ import datetime as dt
 import pytest
 
 from restarter.model import keys
-from restarter.model.timer_admission import admission_due, admit_patch, hand_back_patch
+from restarter.model.kinds import KINDS
+from restarter.model.stamps import stamp_patch
+from restarter.model.timer_admission import (
+    admission_due,
+    admit_patch,
+    admitted_stamp,
+    due_at_stamp,
+    hand_back_patch,
+)
+from restarter.model.windows import WindowRequest
 from restarter.restarting.admitting import Admissions
 from tests.unit.test_decisions_restart import SETTINGS, warsaw, workload
 
@@ -138,3 +147,57 @@ def test_a_handed_back_workload_waits_again_for_its_window() -> None:
     table.labelled(KEY_A)
     table.wait(KEY_A, "9", due=dt.datetime(2026, 12, 3, tzinfo=dt.UTC).timestamp())
     assert table.counts() == (1, 0)
+
+
+# --- a stamp sent while its window is open ------------------------------------------------
+
+
+def _stamp(window: str, now: dt.datetime, quiet: int | None = None) -> dict:
+    """A stamp's patch as a fan-out sends it: the marks of one change of Secret db."""
+    extra = {"quiet": quiet} if quiet else None
+    request = WindowRequest(window, "Europe/Warsaw", dt.timedelta(hours=1))
+    return stamp_patch("secret", "db", now, request, "7", frozenset({"password"}), extra)
+
+
+def test_a_stamp_in_its_open_window_hands_its_workload_to_the_timer() -> None:
+    now = warsaw("2026-12-02T03:20")
+    assert due_at_stamp("deployments", _stamp("03.00", now), SETTINGS, now)
+    assert due_at_stamp("rollouts", _stamp("03.00", now), SETTINGS, now)
+    assert not due_at_stamp("deployments", _stamp("15.00", now), SETTINGS, now)
+
+
+def test_a_stamp_held_by_a_quiet_period_waits_for_the_admitter() -> None:
+    now = warsaw("2026-12-02T03:20")
+    assert not due_at_stamp("deployments", _stamp("03.00", now, quiet=600), SETTINGS, now)
+
+
+def test_an_admitted_stamp_carries_the_marks_the_label_and_the_finalizer() -> None:
+    now = warsaw("2026-12-02T03:20")
+    stamp = _stamp("03.00", now)
+    admitted = admitted_stamp(stamp, KINDS["deployments"])
+    assert admitted == {
+        "metadata": {
+            "annotations": stamp["metadata"]["annotations"],
+            "labels": {keys.PENDING_LABEL: "true"},
+            "finalizers": [keys.FINALIZER],
+        }
+    }
+    assert "labels" not in stamp["metadata"]  # the plan's shared stamp is left as it was
+    # A Rollout takes a JSON merge patch, which would replace its finalizer list: the
+    # label only, and kopf adds the finalizer before its first tick.
+    assert admitted_stamp(stamp, KINDS["rollouts"])["metadata"] == {
+        "annotations": stamp["metadata"]["annotations"],
+        "labels": {keys.PENDING_LABEL: "true"},
+    }
+
+
+def test_a_place_reserved_by_a_stamp_counts_and_is_freed_when_the_stamp_fails() -> None:
+    table = Admissions(limit=2)
+    table.labelled(KEY_A)
+    assert table.reserve(KEY_A) is False  # held already: nothing to free on failure
+    assert table.reserve(KEY_B) is True
+    assert table.reserve(KEY_C) is None  # no place: stamped alone, admitted later
+    table.wait(KEY_C, "3", due=0.0)
+    assert table.take_due(now=1.0) == []
+    table.unreserve(KEY_B)  # its stamp was refused
+    assert table.take_due(now=1.0) == [(KEY_C, "3")]

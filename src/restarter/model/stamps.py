@@ -26,7 +26,8 @@ def stamp_patch(
 
     Marks only: the pending label and the finalizer, which hand the workload to kopf's
     timer, come when its window opens (``admit_patch``), so a workload waiting hours for
-    its window costs kopf nothing.
+    its window costs kopf nothing; a stamp sent while its window is open carries them
+    itself (``timer_admission.admitted_stamp``).
     """
     return {
         "metadata": {

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from restarter.model import keys
-from restarter.model.kinds import DEPLOYMENTS, WorkloadKind
+from restarter.model.kinds import DEPLOYMENTS, KINDS, WorkloadKind
 from restarter.model.restart_decisions import Action, decide_restart, leave_timer
 from restarter.model.stamps import has_pending
 from restarter.model.windows import WindowDefaults
@@ -42,6 +42,33 @@ def admit_patch(metadata: Mapping[str, Any], kind: WorkloadKind = DEPLOYMENTS) -
     if kind.merges_finalizers:
         patched["finalizers"] = [keys.FINALIZER]
     return {"metadata": patched}
+
+
+def due_at_stamp(
+    plural: str, stamp: Mapping[str, Any], defaults: WindowDefaults, now: dt.datetime
+) -> bool:
+    """True when a stamp's own marks ask for a restart now (its window is open, or its
+    certificate deadline has come, and no quiet period holds it): the workload can go to
+    kopf's timer in the stamp's request. Judged from the stamp alone: a workload that turns
+    out not to be due (restarted in this window already) is handed back by its timer."""
+    kind = KINDS[plural]
+    body = {
+        "apiVersion": kind.api_version,
+        "kind": kind.kind,
+        "metadata": {"annotations": dict((stamp.get("metadata") or {}).get("annotations") or {})},
+    }
+    return decide_restart(body, defaults, now).action is Action.RESTART
+
+
+def admitted_stamp(stamp: Mapping[str, Any], kind: WorkloadKind = DEPLOYMENTS) -> dict[str, Any]:
+    """A stamp that also hands the workload to kopf's timer: the stamp's marks with the
+    pending label and (where a patch can add it alone) our finalizer, one request where a
+    stamp and an admission would be two."""
+    metadata = dict(stamp.get("metadata") or {})
+    metadata["labels"] = {**(metadata.get("labels") or {}), keys.PENDING_LABEL: "true"}
+    if kind.merges_finalizers:
+        metadata["finalizers"] = [keys.FINALIZER]
+    return {**stamp, "metadata": metadata}
 
 
 def hand_back_patch(

@@ -106,7 +106,7 @@ class Components:
             self.notifier = Notifier(settings.notify_urls, settings.notify_batch.total_seconds())
         # Pending workloads reach kopf's timers when their window opens, a bounded number
         # at once.
-        admissions = Admissions(settings.max_timers)
+        self.admissions = admissions = Admissions(settings.max_timers)
         self.admitter = Admitter(api, admissions)
         self.trimmer = Trimmer()
         observer = WorkloadObserver(api, self.pacer, self.seen, admissions, settings)
@@ -195,6 +195,7 @@ class Components:
             events=self.events,
             turns=self.turns,
             groups=self.groups,
+            admissions=self.admissions,
         )
 
     def checked_context(self, kind: str, namespace: str, name: str) -> SourceContext:

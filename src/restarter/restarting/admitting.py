@@ -1,11 +1,13 @@
 """Admission: which pending workloads kopf's timers hold, and when they get them.
 
-A stamp writes only the marks. A marked workload enters kopf's view (its label-selected
-watch, a timer, kopf's copy of its body, our finalizer) when the pending label is set,
-and that happens here: when its window opens, and while fewer than ``limit`` workloads
-hold the label. Until then it waits in ``Admissions``, a table of (resourceVersion, due
-instant) per workload: a few hundred bytes where kopf would keep the whole body, a task
-and a finalizer, ticking every interval for nothing.
+A stamp writes only the marks, unless its window is already open. A marked workload enters
+kopf's view (its label-selected watch, a timer, kopf's copy of its body, our finalizer)
+when the pending label is set, and that happens here: when its window opens, and while
+fewer than ``limit`` workloads hold the label. Until then it waits in ``Admissions``, a
+table of (resourceVersion, due instant) per workload: a few hundred bytes where kopf would
+keep the whole body, a task and a finalizer, ticking every interval for nothing. A stamp
+sent while its window is open takes a place first (``reserve``) and carries the label
+itself: one request where a stamp and an admission would be two.
 
 The table is fed by restarter's own workload streams (every body they see), and the
 ``Admitter`` thread sets the label, conditional on the version the due instant was read
@@ -61,6 +63,24 @@ class Admissions:
                 return
             self._waiting[key] = (version, due)
             heapq.heappush(self._queue, (due, key, version))
+            self._changed.notify()
+
+    def reserve(self, key: WorkloadKey) -> bool | None:
+        """A place for a workload whose stamp hands it to kopf's timer (its window is open
+        as it is stamped): True when taken now, False when it holds one already, None when
+        no place is free (it is stamped alone, and waits here as any other)."""
+        with self._changed:
+            if key in self._labelled:
+                return False
+            if len(self._labelled) >= self.limit:
+                return None
+            self._labelled.add(key)
+            return True
+
+    def unreserve(self, key: WorkloadKey) -> None:
+        """A place taken by ``reserve`` whose stamp did not land: free again."""
+        with self._changed:
+            self._labelled.discard(key)
             self._changed.notify()
 
     def labelled(self, key: WorkloadKey) -> None:

@@ -15,10 +15,11 @@ from restarter.model import (
     keys,
     pending,
     reasons,
+    timer_admission,
     windows,
 )
 from restarter.model.fan_out import FanOut
-from restarter.model.kinds import WORKLOAD_KINDS
+from restarter.model.kinds import KINDS, WORKLOAD_KINDS
 from restarter.model.references import MARKED_KINDS, SOURCE_KINDS
 from restarter.model.windows import next_restart, parse_zone
 from restarter.restarting.source_context import SourceContext
@@ -172,13 +173,14 @@ class _Stamping:
         """Stamp one dependent and post its Event; what became of it (``STAMPED``,
         ``DONE_BEFORE``, ``EVENT_LOST``), None if it is gone, or the stamp's error."""
         plural, workload_name = dependent
+        patch, reserved = self._patch(dependent)
         try:
-            stamped = self.context.api.patch_workload(
-                plural, self.namespace, workload_name, self.plan.patch_for(dependent)
-            )
+            stamped = self.context.api.patch_workload(plural, self.namespace, workload_name, patch)
         except ApiError as error:  # one refused patch must not stop the others
+            self._unreserve(dependent, reserved)
             return error
         if stamped is None:
+            self._unreserve(dependent, reserved)
             return None  # deleted since the reference map saw it
         reference = _reference(stamped, self.token)
         annotations = reference["metadata"]["annotations"]
@@ -197,6 +199,25 @@ class _Stamping:
         except Exception:  # the stamp landed: a lost Event loses no restart
             return EVENT_LOST
         return STAMPED
+
+    def _patch(self, dependent: tuple[str, str]) -> tuple[dict[str, Any], bool]:
+        """The dependent's stamp, and whether a place at kopf's timers was taken for it:
+        when its window is open now, the stamp hands it over itself (the label in the same
+        request), where the admitter would send a second one."""
+        stamp = self.plan.patch_for(dependent)
+        admissions, plural = self.context.admissions, dependent[0]
+        if admissions is None or not timer_admission.due_at_stamp(
+            plural, stamp, self.context.settings, self.now
+        ):
+            return stamp, False
+        taken = admissions.reserve((plural, self.namespace, dependent[1]))
+        if taken is None:
+            return stamp, False  # no place free: it waits for the admitter as any other
+        return timer_admission.admitted_stamp(stamp, KINDS[plural]), taken
+
+    def _unreserve(self, dependent: tuple[str, str], reserved: bool) -> None:
+        if reserved and self.context.admissions is not None:
+            self.context.admissions.unreserve((dependent[0], self.namespace, dependent[1]))
 
     def _scheduled(self, dependent: tuple[str, str], annotations: Mapping[str, str]) -> str:
         """The RestartScheduled Event's message: what changed, the window, the next restart

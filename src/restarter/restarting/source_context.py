@@ -15,6 +15,7 @@ from restarter.cluster.reference_map import ReferenceMap
 from restarter.model import (
     keys,
 )
+from restarter.restarting.admitting import Admissions
 from restarter.restarting.rollout_groups import RolloutGroups
 from restarter.services.events import Events
 from restarter.services.kube.api import Api
@@ -79,6 +80,10 @@ class SourceContext:
 
     groups: RolloutGroups | None = None
     """The rollout groups' members and their wave records, shared with the breaker."""
+
+    admissions: Admissions | None = None
+    """The places at kopf's timers: a stamp sent while its window is open takes one and
+    hands its workload over itself (None: every stamp leaves that to the admitter)."""
 
     def watched(self, source: Mapping[str, Any]) -> bool:
         """True while a change of the source can restart something: it is labelled, or a
