@@ -61,6 +61,16 @@ class Versions:
             self._labelled[(key[0], sys.intern(key[1]), sys.intern(key[2]))] = version
             return True
 
+    def wrote(self, key: tuple[str, str, str], version: str) -> None:
+        """restarter wrote ``version`` of a followed source itself (a checksum, a change's
+        id): its watch event is an echo, and asks for no check. Any other version still
+        does, an earlier one delivered after this included."""
+        with self._lock:
+            if key in self._labelled:
+                self._labelled[key] = version
+            elif key in self._seen:
+                self._seen[key] = version
+
     def is_labelled(self, key: tuple[str, str, str]) -> bool:
         with self._lock:
             return key in self._labelled

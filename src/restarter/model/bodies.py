@@ -204,7 +204,18 @@ class WatchEvent(Struct, **_SLIM):
     object: Workload | UnsetType = UNSET
 
 
+class _VersionMeta(Struct, **_SLIM):
+    resourceVersion: str | UnsetType = UNSET
+
+
+class _Versioned(Struct, **_SLIM):
+    """An object read for its resourceVersion alone (a patched source: never its data)."""
+
+    metadata: _VersionMeta | UnsetType = UNSET
+
+
 _workload = msgspec.json.Decoder(Workload)
+_versioned = msgspec.json.Decoder(_Versioned)
 _workload_list = msgspec.json.Decoder(WorkloadList)
 _watch_event = msgspec.json.Decoder(WatchEvent)
 
@@ -235,3 +246,16 @@ def decode_list(data: bytes | str) -> dict[str, Any]:
 def decode_watch_event(data: bytes | str) -> dict[str, Any]:
     """One line of a watch: ``type`` and the slim ``object``."""
     return _or_full(_watch_event.decode, data)
+
+
+def decode_version(data: bytes | str) -> dict[str, Any]:
+    """An object's resourceVersion alone, as ``{"metadata": {"resourceVersion": …}}`` (empty
+    metadata when it has none): every other field, a Secret's data included, is skipped
+    unparsed."""
+    version = _versioned.decode(data).metadata
+    found = None if isinstance(version, UnsetType) else version.resourceVersion
+    return {
+        "metadata": {}
+        if isinstance(found, UnsetType) or found is None
+        else {"resourceVersion": found}
+    }

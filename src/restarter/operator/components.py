@@ -196,6 +196,7 @@ class Components:
             turns=self.turns,
             groups=self.groups,
             admissions=self.admissions,
+            wrote=self.sources.versions.wrote,
         )
 
     def checked_context(self, kind: str, namespace: str, name: str) -> SourceContext:

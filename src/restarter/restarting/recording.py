@@ -56,7 +56,10 @@ def begin_change(
     metadata = source["metadata"]
     patch = source_changes.begin_change_patch(change_id, current)
     try:
-        context.api.patch_source(context.kind, metadata["namespace"], metadata["name"], patch)
+        written = context.api.patch_source(
+            context.kind, metadata["namespace"], metadata["name"], patch
+        )
+        _wrote(context, metadata, written)
     except ApiError as error:
         refusal = _refused(context, error, current, "the change annotation")
         context.events.post(
@@ -129,12 +132,24 @@ def _send(
         also or {}
     )
     try:
-        context.api.patch_source(context.kind, metadata["namespace"], metadata["name"], patch)
+        written = context.api.patch_source(
+            context.kind, metadata["namespace"], metadata["name"], patch
+        )
     except (Throttled, Unavailable) as error:
         _transient(context, error, current)
     except ApiError as error:
         return error
+    _wrote(context, metadata, written)
     return None
+
+
+def _wrote(
+    context: SourceContext, metadata: Mapping[str, Any], written: Mapping[str, Any] | None
+) -> None:
+    """The version this write made, told to the sources' watch: its echo needs no read."""
+    version = ((written or {}).get("metadata") or {}).get("resourceVersion")
+    if version and context.wrote is not None:
+        context.wrote((context.kind, metadata["namespace"], metadata["name"]), str(version))
 
 
 def _recorded(

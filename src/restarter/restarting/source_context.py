@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import AsyncIterator, Mapping, MutableMapping
+from collections.abc import AsyncIterator, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +80,10 @@ class SourceContext:
 
     groups: RolloutGroups | None = None
     """The rollout groups' members and their wave records, shared with the breaker."""
+
+    wrote: Callable[[tuple[str, str, str], str], None] | None = None
+    """Told each resourceVersion the flow itself wrote on a source ((kind, namespace,
+    name), version), so that its echo on the sources' watch is not read again."""
 
     admissions: Admissions | None = None
     """The places at kopf's timers: a stamp sent while its window is open takes one and

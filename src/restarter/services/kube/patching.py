@@ -28,11 +28,11 @@ class Patcher(Endpoints):
     def patch_source(
         self, kind: str, namespace: str, name: str, patch: dict[str, Any]
     ) -> dict[str, Any] | None:
-        """Patch a Secret (``secret``) or ConfigMap (``configmap``)."""
+        """Patch a Secret (``secret``) or ConfigMap (``configmap``): its new resourceVersion
+        alone (``{"metadata": {"resourceVersion": …}}``), or None when it is gone."""
         method = self._source_method("patch", kind)
-        # The response carries the source's data: it is never parsed, only its existence told.
-        result = self._patch(method, namespace, name, patch, decode=discard)
-        return None if result is None else {}
+        # The response carries the source's data: only the resourceVersion is decoded.
+        return self._patch(method, namespace, name, patch, decode=bodies.decode_version)
 
     def patch_workload(
         self, plural: str, namespace: str, name: str, patch: dict[str, Any]
