@@ -34,6 +34,16 @@ def test_the_committed_plot_is_what_the_committed_results_draw() -> None:
     )
 
 
+def test_the_committed_window_plot_is_what_its_committed_results_draw() -> None:
+    # The page's window plot comes from its own run (docs/benchmarks.json's predate the
+    # recording of restarts over time).
+    committed = json.loads((DOCS / "benchmarks-window.json").read_text())
+    assert (DOCS / plots.WINDOW_PLOT).read_text() == plots.window_plot(committed), (
+        "docs/benchmarks-window.svg is stale: "
+        "bench/run report --window docs/benchmarks-window.json draws it again"
+    )
+
+
 def test_each_tool_gets_the_median_of_its_runs_at_each_size() -> None:
     series = plots.memory_at_ready(
         results(
