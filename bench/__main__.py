@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import logging
 import os
+import re
 import shlex
 import signal
 import sys
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import many_sources, pacing, report, window_memory, workload
+from bench import many_sources, pacing, plots, report, window_memory, workload
 from bench.audit import AuditLog
 from bench.control_plane import AuditedCluster, api_client, fresh_workdir
 from bench.loading import Objects
@@ -130,9 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["many-sources"]:
         return many_sources.main(argv[1:])
     if argv[:1] == ["report"]:
-        paths = [Path(p) for p in argv[1:]] or [DOCS / "benchmarks.json"]
-        report.write(report.merge([json.loads(p.read_text()) for p in paths]), DOCS)
-        return 0
+        return _report(argv[1:])
     args = parse(argv)
     operators = _operators(args)
     # SIGTERM too must bring the control plane down (the finally below).
@@ -221,6 +220,34 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _report(argv: list[str]) -> int:
+    """``bench/run report``: the tables and plots again from results, running nothing."""
+    parser = argparse.ArgumentParser(
+        prog="bench/run report",
+        description="Render docs/benchmarks-history.md's tables and the benchmarks page's "
+        "plots again from raw results, several merged as one.",
+    )
+    parser.add_argument(
+        "results", nargs="*", type=Path, default=[DOCS / "benchmarks.json"], help="raw results"
+    )
+    parser.add_argument(
+        "--window",
+        type=Path,
+        metavar="RESULTS",
+        help="draw the window plot (restarts over time) from these results instead, e.g. "
+        "docs/benchmarks-window.json; without it the plot is drawn from the results above "
+        "when their runs recorded restarts over time, else left as it is",
+    )
+    args = parser.parse_args(argv)
+    window = json.loads(args.window.read_text()) if args.window else None
+    if window is not None and not plots.restarts_over_time(window):
+        sys.exit(f"bench/run report: {args.window} holds no restarts over time")
+    report.write(report.merge([json.loads(p.read_text()) for p in args.results]), DOCS)
+    if window is not None:
+        plots.write_window(window, DOCS)
+    return 0
+
+
 def _operators(args: argparse.Namespace) -> list[str]:
     """The operators to run; exits with a message when one is unknown or not built."""
     if args.operators is None:
@@ -244,7 +271,17 @@ def _runs(args: argparse.Namespace, size: int) -> int:
 
 def _save(results: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=1, default=str) + "\n")
+    path.write_text(dumps(results))
+
+
+#: A JSON list of numbers only (the restarts over time: up to N of them).
+NUMBERS = re.compile(r"\[(\s*-?[0-9][0-9.eE+-]*(?:,\s*-?[0-9][0-9.eE+-]*)*\s*)\]")
+
+
+def dumps(results: dict[str, Any]) -> str:
+    """The results as indented JSON, each list of numbers on one line."""
+    text = json.dumps(results, indent=1, default=str)
+    return NUMBERS.sub(lambda m: "[" + re.sub(r",\s*", ", ", m.group(1).strip()) + "]", text) + "\n"
 
 
 if __name__ == "__main__":

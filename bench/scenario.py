@@ -484,6 +484,9 @@ def _fanout(
     cpu_stamped = process.usage().cpu_seconds
     requests = harness.audit.wait_quiet(bookmark)
     latencies = [at - sent for at in seen.values()]
+    # The naive baseline's and Reloader's stamp is their restart (a pod-template patch):
+    # when each dependent restarted, for the plot of restarts over time (bench/plots.py).
+    restarts = {} if window is not None else {"restarts_since_change_s": offsets(seen, sent)}
     return {
         "dependents": len(dependents),
         "stamped": len(seen),
@@ -495,7 +498,7 @@ def _fanout(
         "stamped_before_window": None
         if window is None
         else sent + max(latencies, default=0) < window.timestamp(),
-    }
+    } | restarts
 
 
 def _window(
@@ -524,8 +527,15 @@ def _window(
         "p99": percentile(delays, 0.99),
         "max": max(delays, default=math.nan),
         "throughput_per_s": len(seen) / (last - start) if seen else math.nan,
+        "restarts_since_start_s": offsets(seen, start),
         "requests": dict(requests),
         "usage_waiting": waiting,
         "cpu_waiting_seconds": cpu_waiting - waiting["cpu_seconds"],
         "waiting_seconds": waited,
     }
+
+
+def offsets(seen: dict[str, float], origin: float) -> list[float]:
+    """When each dependent was seen, in seconds since ``origin`` (0.1 s, sorted): the
+    restarts over time, compact (a list of N numbers)."""
+    return sorted(round(at - origin, 1) for at in seen.values())
