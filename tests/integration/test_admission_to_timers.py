@@ -12,7 +12,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import kubernetes
-import pytest
 import urllib3
 
 from restarter.model import keys
@@ -254,22 +253,19 @@ class MarkSightings:
         self._watch.stop()
 
 
-@pytest.mark.parametrize("quiet", ["0", "10s"])
 def test_a_change_in_an_open_window_is_stamped_and_handed_to_the_timer_in_one_request(
-    quiet: str, core: Core, apps: Apps, namespace: str, operator: Callable[..., Operator]
+    core: Core, apps: Apps, namespace: str, operator: Callable[..., Operator]
 ) -> None:
     """A change whose window is open: each stamp carries the timer's label and finalizer
     (no version of the workload shows the marks without them), so a restart costs the
-    stamp and the restart, two requests, where an admission in between made three. With
-    the default quiet time (10 s) the timer's tick waits it out rather than hand the
-    workload back."""
+    stamp and the restart, two requests, where an admission in between made three."""
     names = ["api", "worker", "cron"]
     core.create_namespaced_secret(namespace, secret("db", {"password": "a"}, window_open_now()))
     for name in names:
         apps.create_namespaced_deployment(
             namespace, deployment(name, env=[env_from_secret("db")], replicas=0)
         )
-    operator("--quiet", quiet)
+    operator()
     baseline(core, namespace, "db")
     sightings = MarkSightings(apps, namespace)
     try:

@@ -11,13 +11,11 @@ from restarter.model import keys
 from restarter.model.kinds import KINDS
 from restarter.model.stamps import stamp_patch
 from restarter.model.timer_admission import (
-    SOON,
     admission_due,
     admit_patch,
     admitted_stamp,
     due_at_stamp,
     hand_back_patch,
-    soon,
 )
 from restarter.model.windows import WindowRequest
 from restarter.restarting.admitting import Admissions
@@ -168,19 +166,11 @@ def test_a_stamp_in_its_open_window_hands_its_workload_to_the_timer() -> None:
     assert not due_at_stamp("deployments", _stamp("15.00", now), SETTINGS, now)
 
 
-def test_a_stamp_whose_quiet_time_ends_soon_hands_its_workload_over_and_a_long_one_not() -> None:
+def test_a_stamp_held_by_a_quiet_time_waits_for_the_admitter() -> None:
+    # The default quiet time (10 s) too: the admitter hands it over when it ends.
     now = warsaw("2026-12-02T03:20")
-    # The default quiet time (10 s): the timer's tick waits for it.
-    assert due_at_stamp("deployments", _stamp("03.00", now, quiet=10), SETTINGS, now)
+    assert not due_at_stamp("deployments", _stamp("03.00", now, quiet=10), SETTINGS, now)
     assert not due_at_stamp("deployments", _stamp("03.00", now, quiet=600), SETTINGS, now)
-
-
-def test_a_tick_waits_only_for_what_is_due_within_soon() -> None:
-    now = warsaw("2026-12-02T03:20")
-    assert soon(now + dt.timedelta(seconds=10), now) == 10
-    assert soon(now - dt.timedelta(seconds=1), now) == 0
-    assert soon(now + dt.timedelta(seconds=SOON + 1), now) is None
-    assert soon(None, now) is None
 
 
 def test_an_admitted_stamp_carries_the_marks_the_label_and_the_finalizer() -> None:

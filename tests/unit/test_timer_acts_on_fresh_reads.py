@@ -12,14 +12,13 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-import time
 from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
 
 from restarter.cluster.seen_marks import SeenMarks
-from restarter.model import keys, timer_admission
+from restarter.model import keys
 from restarter.model.windows import WindowRequest
 from restarter.restarting import ticking, timer_state
 from restarter.restarting.pacing import Pacer
@@ -260,41 +259,3 @@ def test_what_a_tick_decides_on_the_event_loop_is_posted_from_a_thread(
     tick(body, api, memo, new_pacer())
     assert api.sent == []
     assert events == ["RestartDeferred"]
-
-
-def quiet(version: str, since: int, seconds: int) -> dict[str, Any]:
-    """A Deployment stamped (and handed to its timer) for change 812 of Secret db, whose
-    quiet time of ``seconds`` runs from ``since``."""
-    request = WindowRequest(at="now", timezone="UTC", length=HOUR)
-    marks = {
-        keys.pending_key("secret", "db"): str(since),
-        keys.window_key("secret", "db"): request.to_mark(
-            "Secret/db", "812", None, {"quiet": seconds}
-        ),
-    }
-    return deployment(
-        version, marks, labels={keys.PENDING_LABEL: "true"}, finalizers=[keys.FINALIZER]
-    )
-
-
-def test_a_tick_waits_for_a_quiet_time_ending_soon_then_restarts(events: list[str]) -> None:
-    """A stamp handed the workload over while its quiet time ran: the tick waits the two
-    seconds left and restarts, where handing it back would cost two more requests."""
-    since = now_seconds()
-    api = ScriptedApi(reads=[quiet("12", since, 2)], patches=[restarted("13", since + 2)])
-    started = time.monotonic()
-    tick(quiet("12", since, 2), api, {}, new_pacer())
-    assert time.monotonic() - started >= 1.0
-    [patch] = api.sent
-    assert keys.KUBECTL_RESTARTED_AT in patch["spec"]["template"]["metadata"]["annotations"]
-    assert events == ["Restarted"]
-
-
-def test_a_tick_hands_back_a_workload_whose_quiet_time_ends_later() -> None:
-    since = now_seconds()
-    api = ScriptedApi(reads=[], patches=[deployment("13", {})])
-    started = time.monotonic()
-    tick(quiet("12", since, 600), api, {}, new_pacer())
-    assert time.monotonic() - started < 1.0
-    [patch] = api.sent
-    assert patch == timer_admission.hand_back_patch(quiet("12", since, 600)["metadata"])

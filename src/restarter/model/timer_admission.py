@@ -44,39 +44,20 @@ def admit_patch(metadata: Mapping[str, Any], kind: WorkloadKind = DEPLOYMENTS) -
     return {"metadata": patched}
 
 
-#: Seconds ahead within which a workload due soon (its quiet time ends, its window opens)
-#: is for kopf's timer already: its tick waits for that instant (``soon``) rather than hand
-#: it back, so a stamp can hand it over in its own request.
-SOON = 30.0
-
-
-def soon(next_due: dt.datetime | None, now: dt.datetime) -> float | None:
-    """Seconds a tick waits for a workload due at ``next_due`` (within ``SOON``); None
-    when it is further: the tick hands it back."""
-    if next_due is None:
-        return None
-    ahead = (next_due - now).total_seconds()
-    return max(0.0, ahead) if ahead <= SOON else None
-
-
 def due_at_stamp(
     plural: str, stamp: Mapping[str, Any], defaults: WindowDefaults, now: dt.datetime
 ) -> bool:
-    """True when a stamp's own marks ask for a restart now or within ``SOON`` seconds (its
-    window is open or about to open, or its certificate deadline has come, and its quiet
-    time, if any, ends within that): the workload can go to kopf's timer in the stamp's
-    request. Judged from the stamp alone: a workload that turns out not to be due
-    (restarted in this window already) is handed back by its timer."""
+    """True when a stamp's own marks ask for a restart now (its window is open, or its
+    certificate deadline has come, and no quiet period holds it): the workload can go to
+    kopf's timer in the stamp's request. Judged from the stamp alone: a workload that turns
+    out not to be due (restarted in this window already) is handed back by its timer."""
     kind = KINDS[plural]
     body = {
         "apiVersion": kind.api_version,
         "kind": kind.kind,
         "metadata": {"annotations": dict((stamp.get("metadata") or {}).get("annotations") or {})},
     }
-    decision = decide_restart(body, defaults, now)
-    if decision.action is Action.RESTART:
-        return True
-    return decision.action is Action.WAIT and soon(decision.next_due, now) is not None
+    return decide_restart(body, defaults, now).action is Action.RESTART
 
 
 def admitted_stamp(stamp: Mapping[str, Any], kind: WorkloadKind = DEPLOYMENTS) -> dict[str, Any]:

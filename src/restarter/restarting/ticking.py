@@ -60,21 +60,13 @@ def _decide(
     return None
 
 
-#: Seconds past a due instant a waiting tick wakes (marks hold whole seconds).
-WAKE_MARGIN = 0.5
-
-
-async def restart_when_due(
-    timer: TimerContext, workload: Mapping[str, Any], *, may_wait: bool = True
-) -> None:
+async def restart_when_due(timer: TimerContext, workload: Mapping[str, Any]) -> None:
     """One timer tick on a pending workload: restart in one patch, or say why not.
 
     The tick's body says whether anything is to be done; what is sent is decided on a
     fresh read (``_act``). A due restart first asks the pacer for a slot, polling for up
     to one timer interval (earliest due first); a window that closes meanwhile leaves it
-    pending, and the first tick after the close posts ``RestartDeferred``. One due within
-    ``timer_admission.SOON`` seconds (its quiet time ending: a stamp handed it over) is
-    waited for, once, and decided again; one due later is handed back.
+    pending, and the first tick after the close posts ``RestartDeferred``.
     """
     now = dt.datetime.now(dt.UTC)
     reports: list[Report] = []
@@ -84,12 +76,7 @@ async def restart_when_due(
     if decision is None:
         return
     if decision.action is Action.WAIT:
-        wait = timer_admission.soon(decision.next_due, now)
-        if wait is None or not may_wait:
-            await asyncio.to_thread(_hand_back, timer, workload)
-            return
-        await asyncio.sleep(wait + WAKE_MARGIN)
-        await restart_when_due(timer, workload, may_wait=False)
+        await asyncio.to_thread(_hand_back, timer, workload)
         return
     if decision.action is not Action.RESTART:
         await asyncio.to_thread(_act, timer, workload, now, may_restart=False)
