@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import kubernetes
 import urllib3
@@ -119,14 +120,14 @@ def test_workloads_waiting_for_their_window_hold_no_label_finalizer_or_memory(
     )
 
 
-class LabelledAtOnce:
-    """Watches the pending label on the namespace's Deployments: the most that held it at
-    once, and every one that ever held it."""
+class DeploymentWatch:
+    """The namespace's Deployments (those ``label_selector`` selects), listed and then
+    watched from that listing in a thread; each event goes to ``see``."""
+
+    label_selector = ""
 
     def __init__(self, apps: Apps, namespace: str) -> None:
         self.apps, self.namespace = apps, namespace
-        self.most, self.ever = 0, set[str]()
-        self._now: set[str] = set()
         self._stopped = False
         self._watch = kubernetes.watch.Watch()
         self._started = threading.Event()
@@ -141,27 +142,44 @@ class LabelledAtOnce:
                 raise  # a watch cut by stop() is no failure
 
     def _follow(self) -> None:
-        listed = self.apps.list_namespaced_deployment(
-            self.namespace, label_selector=keys.PENDING_LABEL
-        )
+        selected = {"label_selector": self.label_selector} if self.label_selector else {}
+        listed = self.apps.list_namespaced_deployment(self.namespace, **selected)
         self._started.set()
         for event in self._watch.stream(
             self.apps.list_namespaced_deployment,
             self.namespace,
-            label_selector=keys.PENDING_LABEL,
             resource_version=listed.metadata.resource_version,
+            **selected,
         ):
-            name = event["object"].metadata.name
-            if event["type"] == "DELETED":
-                self._now.discard(name)
-            else:
-                self._now.add(name)
-                self.ever.add(name)
-            self.most = max(self.most, len(self._now))
+            self.see(event)
+
+    def see(self, event: dict[str, Any]) -> None:
+        raise NotImplementedError
 
     def stop(self) -> None:
         self._stopped = True
         self._watch.stop()
+
+
+class LabelledAtOnce(DeploymentWatch):
+    """Watches the pending label on the namespace's Deployments: the most that held it at
+    once, and every one that ever held it."""
+
+    label_selector = keys.PENDING_LABEL
+
+    def __init__(self, apps: Apps, namespace: str) -> None:
+        self.most, self.ever = 0, set[str]()
+        self._now: set[str] = set()
+        super().__init__(apps, namespace)
+
+    def see(self, event: dict[str, Any]) -> None:
+        name = event["object"].metadata.name
+        if event["type"] == "DELETED":
+            self._now.discard(name)
+        else:
+            self._now.add(name)
+            self.ever.add(name)
+        self.most = max(self.most, len(self._now))
 
 
 def test_at_the_window_at_most_max_timers_hold_the_label_and_each_restarts_once(
@@ -214,43 +232,21 @@ def test_a_timer_hands_back_a_workload_whose_window_is_hours_away(
     assert not events(core, namespace, "web", "Restarted")
 
 
-class MarkSightings:
+class MarkSightings(DeploymentWatch):
     """Every version of the namespace's Deployments that carried a pending mark, as
     ``kubectl get -w`` shows them: (name, labelled, finalized)."""
 
     def __init__(self, apps: Apps, namespace: str) -> None:
         self.seen: list[tuple[str, bool, bool]] = []
-        self._stopped = False
-        self._watch = kubernetes.watch.Watch()
-        listed = apps.list_namespaced_deployment(namespace)
-        self._thread = threading.Thread(
-            target=self._run,
-            args=(apps, namespace, listed.metadata.resource_version),
-            daemon=True,
-        )
-        self._thread.start()
+        super().__init__(apps, namespace)
 
-    def _run(self, apps: Apps, namespace: str, version: str) -> None:
-        try:
-            for event in self._watch.stream(
-                apps.list_namespaced_deployment, namespace, resource_version=version
-            ):
-                metadata = event["object"].metadata
-                if any(k.startswith(keys.PENDING_MARK + "/") for k in metadata.annotations or {}):
-                    self.seen.append(
-                        (
-                            metadata.name,
-                            keys.PENDING_LABEL in (metadata.labels or {}),
-                            keys.FINALIZER in (metadata.finalizers or []),
-                        )
-                    )
-        except urllib3.exceptions.ProtocolError:
-            if not self._stopped:
-                raise
-
-    def stop(self) -> None:
-        self._stopped = True
-        self._watch.stop()
+    def see(self, event: dict[str, Any]) -> None:
+        metadata = event["object"].metadata
+        if any(k.startswith(keys.PENDING_MARK + "/") for k in metadata.annotations or {}):
+            labelled = keys.PENDING_LABEL in (metadata.labels or {})
+            self.seen.append(
+                (metadata.name, labelled, keys.FINALIZER in (metadata.finalizers or []))
+            )
 
 
 def test_a_change_in_an_open_window_is_stamped_and_handed_to_the_timer_in_one_request(
