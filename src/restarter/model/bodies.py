@@ -252,10 +252,6 @@ def decode_version(data: bytes | str) -> dict[str, Any]:
     """An object's resourceVersion alone, as ``{"metadata": {"resourceVersion": …}}`` (empty
     metadata when it has none): every other field, a Secret's data included, is skipped
     unparsed."""
-    version = _versioned.decode(data).metadata
-    found = None if isinstance(version, UnsetType) else version.resourceVersion
-    return {
-        "metadata": {}
-        if isinstance(found, UnsetType) or found is None
-        else {"resourceVersion": found}
-    }
+    metadata = _versioned.decode(data).metadata
+    version = UNSET if isinstance(metadata, UnsetType) else metadata.resourceVersion
+    return {"metadata": {} if isinstance(version, UnsetType) else {"resourceVersion": version}}

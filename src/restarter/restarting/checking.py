@@ -119,7 +119,7 @@ class SourceChecks:
             await asyncio.sleep(SYNC_POLL)
         source = await asyncio.to_thread(context.api.read_source, kind, namespace, name)
         if source is None or labelled(source["metadata"]) is not self.labelled:
-            return  # gone, or the other queue's (unlabelled ones kopf's, unless entering)
+            return  # gone, or the other queue's (labelled or unlabelled since it was queued)
         if not context.watched(source):
             return  # no longer wanted
         await check_source(context, source)

@@ -59,7 +59,6 @@ def begin_change(
         written = context.api.patch_source(
             context.kind, metadata["namespace"], metadata["name"], patch
         )
-        _wrote(context, metadata, written)
     except ApiError as error:
         refusal = _refused(context, error, current, "the change annotation")
         context.events.post(
@@ -69,6 +68,8 @@ def begin_change(
             "dependents are scheduled anyway, but should restarter stop before the change is "
             "recorded, one that already restarted for it may restart again",
         )
+    else:
+        _wrote(context, metadata, written)
 
 
 def record(
